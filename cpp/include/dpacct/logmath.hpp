@@ -1,0 +1,59 @@
+// Log-space arithmetic shared by every kernel.
+//
+// Privacy accounting multiplies probabilities that underflow double precision
+// long before they stop mattering (delta = 1e-300 still composes), so every
+// kernel works with logarithms and combines them with the helpers below.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <limits>
+
+namespace dpacct {
+
+inline constexpr double kInf = std::numeric_limits<double>::infinity();
+inline constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+inline constexpr double kLogTwoPi = 1.8378770664093454836;  // log(2*pi)
+inline constexpr double kLn2 = 0.69314718055994530942;
+
+// log(exp(a) + exp(b)), exact for infinite arguments.
+inline double log_add(double a, double b) {
+  if (a < b) std::swap(a, b);
+  if (b == kNegInf) return a;
+  return a + std::log1p(std::exp(b - a));
+}
+
+// log(1 - exp(x)) for x <= 0.  The two branches avoid cancellation near 0 and
+// underflow for very negative x (Maechler, "Accurately Computing log(1 - exp(-|a|))",
+// CRAN Rmpfr vignette, 2012, eq. (7)).
+inline double log1mexp(double x) {
+  if (x > -kLn2) return std::log(-std::expm1(x));
+  return std::log1p(-std::exp(x));
+}
+
+// log(exp(a) - exp(b)) for a >= b; -inf when a == b.
+inline double log_sub(double a, double b) {
+  if (b == kNegInf) return a;
+  if (b >= a) return kNegInf;
+  return a + log1mexp(b - a);
+}
+
+// log(exp(x) - 1) for x > 0: expm1 keeps digits for small x, and for large x
+// exp(x) would overflow, so use x + log(1 - exp(-x)).
+inline double log_expm1(double x) {
+  if (x > 30.0) return x + std::log1p(-std::exp(-x));
+  return std::log(std::expm1(x));
+}
+
+// log of the standard normal CDF, accurate in both tails.
+double log_ndtr(double x);
+
+// log(sum_i exp(v[i])); -inf for an empty or all -inf input.
+double logsumexp(const double* values, std::size_t n);
+
+// log of the binomial coefficient C(n, k) for real n >= k >= 0.
+inline double log_binom(double n, double k) {
+  return std::lgamma(n + 1.0) - std::lgamma(k + 1.0) - std::lgamma(n - k + 1.0);
+}
+
+}  // namespace dpacct

@@ -1,0 +1,18 @@
+"""Build description of the compiled core ``dpacct._core`` (metadata lives in pyproject.toml)."""
+
+from glob import glob
+
+from pybind11.setup_helpers import Pybind11Extension, build_ext
+from setuptools import setup
+
+ext = Pybind11Extension(
+    "dpacct._core",
+    sorted(glob("cpp/src/*.cpp")) + ["cpp/bindings.cpp"],  # sorted: reproducible builds
+    include_dirs=["cpp/include"],
+    cxx_std=17,
+    # No -ffast-math (accounting relies on inf and NaN semantics) and no
+    # -march=native (results must not depend on the build machine).
+    extra_compile_args=["-O2"],
+)
+
+setup(ext_modules=[ext], cmdclass={"build_ext": build_ext})
