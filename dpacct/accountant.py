@@ -62,6 +62,14 @@ class Accountant(abc.ABC):
     def get_delta(self, epsilon: ArrayLike) -> float | NDArray[np.float64]:
         """An upper bound on delta such that the composition is (epsilon, delta)-DP."""
 
+    def get_epsilon_details(self, delta: float) -> dict[str, Any]:
+        """Epsilon for one delta with what produced it (for reports and the CLI).
+
+        Always has ``"epsilon"`` and ``"kind"``; accountants add their own keys
+        (e.g. the optimal order for RDP).
+        """
+        return {"epsilon": float(self.get_epsilon(delta)), "kind": "upper bound"}
+
     def compose(self: Self, mechanism: Mechanism, count: int = 1) -> Self:
         """Compose ``count`` repetitions of ``mechanism``; returns ``self`` for chaining.
 

@@ -101,7 +101,7 @@ def calibrate(
     --------
     >>> r = calibrate(epsilon=1.0, delta=1e-5, sampling_probability=256 / 60000, steps=10_000)
     >>> r.epsilon <= 1.0, round(r.noise_multiplier, 3)
-    (True, 1.264)
+    (True, 1.879)
     """
     target = _check.positive("epsilon", epsilon)
     d = _check.delta(delta)

@@ -92,13 +92,14 @@ def epsilon_for_delta(*, noise_multiplier: float, delta: ArrayLike) -> float | N
     Returns
     -------
     float or ndarray
-        The inverse of :func:`delta_for_epsilon`, found by bisection to relative
-        tolerance 1e-14 and rounded up, so ``delta_for_epsilon(result) <= delta``.
+        An upper bound on the exact inverse of :func:`delta_for_epsilon`: bisection
+        to relative tolerance 1e-14, aimed at ``delta * (1 - 1e-9)`` to absorb the
+        curve's evaluation error, so the true delta at the result is ``<= delta``.
 
     Examples
     --------
     >>> round(epsilon_for_delta(noise_multiplier=1.0, delta=1e-5), 6)
-    4.224791
+    4.377178
     """
     sigma = _check.noise_multiplier(noise_multiplier)
     d = _check.delta_array(delta)

@@ -231,7 +231,7 @@ class RDPAccountant(Accountant):
     >>> acct = RDPAccountant()
     >>> _ = acct.step(noise_multiplier=4.0, sampling_probability=0.01, count=10_000)
     >>> round(acct.get_epsilon(1e-5), 3)
-    1.174
+    1.035
     """
 
     name = "rdp"

@@ -32,7 +32,10 @@ double log_delta(double noise_multiplier, double epsilon) {
 double epsilon(double noise_multiplier, double delta) {
   require_positive_finite("noise_multiplier", noise_multiplier);
   require_open_unit("delta", delta);
-  const double log_target = std::log(delta);
+  // Aim 1e-9 (relative) below delta: the evaluated curve carries a relative
+  // error up to ~1e-12 (cancellation in Phi(a) - e^eps Phi(b) for large sigma),
+  // and the returned epsilon must satisfy the true curve, not just the evaluated one.
+  const double log_target = std::log(delta) - 1e-9;
   if (log_delta_unchecked(noise_multiplier, 0.0) <= log_target) return 0.0;
   // Bracket [lo, hi] with delta(lo) > target >= delta(hi); the curve is strictly
   // decreasing in epsilon, so doubling hi terminates.

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <numeric>
 #include <stdexcept>
+#include <vector>
 
 #include "dpacct/check.hpp"
 #include "dpacct/logmath.hpp"
@@ -264,6 +266,20 @@ void subsampled_gaussian(double sampling_probability, double noise_multiplier,
   require_orders(orders, n);
   for (std::size_t i = 0; i < n; ++i) {
     out[i] = order_rdp(sampling_probability, noise_multiplier, orders[i]);
+  }
+  // The true RDP is non-decreasing in the order (van Erven & Harremoes, "Renyi
+  // Divergence and Kullback-Leibler Divergence", arXiv:1206.2459 (v1), Thm 3), so
+  // the bound at any higher order also bounds a lower one: take the suffix
+  // minimum over the sorted orders. This tightens fractional orders whose
+  // rounding margin dominates (tiny RDP) and keeps the result monotone.
+  std::vector<std::size_t> by_order(n);
+  std::iota(by_order.begin(), by_order.end(), std::size_t{0});
+  std::sort(by_order.begin(), by_order.end(), [&](std::size_t a, std::size_t b) { return orders[a] < orders[b]; });
+  double suffix_min = kInf;
+  for (std::size_t k = n; k-- > 0;) {
+    const std::size_t i = by_order[k];
+    suffix_min = std::min(suffix_min, out[i]);
+    out[i] = suffix_min;
   }
 }
 

@@ -14,8 +14,8 @@ double log_delta(double noise_multiplier, double epsilon);
 
 // The smallest epsilon >= 0 with delta(epsilon) <= delta, i.e. the inverse of
 // the curve above, found by bisection on log delta to relative tolerance 1e-14
-// and rounded up (the returned epsilon always satisfies delta(epsilon) <= delta
-// as evaluated). Returns 0 when delta >= delta(0).
+// aimed at delta * (1 - 1e-9), so that the returned epsilon satisfies the true
+// curve despite its ~1e-12 evaluation error. Returns 0 when delta >= delta(0).
 // Throws std::invalid_argument for noise_multiplier <= 0 or delta outside (0, 1).
 double epsilon(double noise_multiplier, double delta);
 

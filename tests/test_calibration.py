@@ -1,0 +1,55 @@
+"""Calibration of noise multiplier, steps and sampling probability: always within budget."""
+
+from __future__ import annotations
+
+import pytest
+
+import dpacct
+
+Q = 256 / 60000
+
+
+@pytest.mark.parametrize("target", [0.5, 1.0, 3.0, 8.0])
+def test_noise_multiplier_meets_budget_and_is_tight(target: float) -> None:
+    """The returned sigma meets the budget and sigma * (1 - 1e-5) does not (rtol=1e-6)."""
+    r = dpacct.calibrate(epsilon=target, delta=1e-5, sampling_probability=Q, steps=10_000)
+    assert r.solved_for == "noise_multiplier"
+    assert r.epsilon <= target
+    recomputed = dpacct.epsilon(noise_multiplier=r.noise_multiplier, sampling_probability=Q, steps=10_000, delta=1e-5)
+    assert recomputed == r.epsilon
+    smaller = dpacct.epsilon(noise_multiplier=r.noise_multiplier * (1 - 1e-5), sampling_probability=Q,
+                             steps=10_000, delta=1e-5)
+    assert smaller > target
+
+
+def test_steps_is_the_largest_within_budget() -> None:
+    """T meets the budget and T + 1 does not."""
+    r = dpacct.calibrate(epsilon=2.0, delta=1e-5, noise_multiplier=1.0, sampling_probability=0.01)
+    assert r.solved_for == "steps" and r.epsilon <= 2.0
+    over = dpacct.epsilon(noise_multiplier=1.0, sampling_probability=0.01, steps=r.steps + 1, delta=1e-5)
+    assert over > 2.0
+
+
+def test_sampling_probability_is_the_largest_within_budget() -> None:
+    """q meets the budget and q * (1 + 1e-5) does not."""
+    r = dpacct.calibrate(epsilon=2.0, delta=1e-5, noise_multiplier=1.0, steps=1000)
+    assert r.solved_for == "sampling_probability" and r.epsilon <= 2.0
+    over = dpacct.epsilon(noise_multiplier=1.0, sampling_probability=r.sampling_probability * (1 + 1e-5),
+                          steps=1000, delta=1e-5)
+    assert over > 2.0
+
+
+def test_full_sampling_when_budget_allows() -> None:
+    """If even q = 1 meets the budget, q = 1 is returned."""
+    r = dpacct.calibrate(epsilon=5.0, delta=1e-5, noise_multiplier=10.0, steps=10)
+    assert r.sampling_probability == 1.0
+
+
+def test_unreachable_budgets_raise() -> None:
+    """Budgets no configuration can meet raise a ValueError that says why."""
+    with pytest.raises(ValueError, match="a single step already gives epsilon"):
+        dpacct.calibrate(epsilon=0.01, delta=1e-5, noise_multiplier=0.5, sampling_probability=1.0)
+    with pytest.raises(ValueError, match="exactly one of noise_multiplier, sampling_probability, steps"):
+        dpacct.calibrate(epsilon=1.0, delta=1e-5, steps=10)
+    with pytest.raises(ValueError, match="cannot be calibrated when sampling_probability or steps is 0"):
+        dpacct.calibrate(epsilon=1.0, delta=1e-5, sampling_probability=0.01, steps=0)
