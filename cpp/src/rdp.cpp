@@ -32,48 +32,6 @@ struct LogSum {
   double value() const { return max == kNegInf ? kNegInf : max + std::log(sum); }
 };
 
-// Streaming signed sum of +-exp(v), kept relative to a moving scale so that
-// neither huge nor tiny terms overflow. Both signs are accumulated with
-// Neumaier's compensated summation, and the sum of |term| * (relative error of
-// the term in ulps) is tracked so the caller can bound the total rounding error.
-struct SignedLogSum {
-  double scale = kNegInf;
-  double positive = 0.0, positive_c = 0.0;
-  double negative = 0.0, negative_c = 0.0;
-  double weighted_error = 0.0;  // sum |t| * ulps(t)
-  long rescales = 0;
-  static void neumaier(double& sum, double& c, double t) {
-    const double s = sum + t;
-    c += std::fabs(sum) >= std::fabs(t) ? (sum - s) + t : (t - s) + sum;
-    sum = s;
-  }
-  void add(bool negative_sign, double v, double ulps) {
-    if (v == kNegInf) return;
-    if (v > scale) {
-      if (scale != kNegInf) {
-        const double r = std::exp(scale - v);
-        positive *= r;
-        positive_c *= r;
-        negative *= r;
-        negative_c *= r;
-        weighted_error *= r;
-        ++rescales;
-      }
-      scale = v;
-    }
-    const double t = std::exp(v - scale);
-    if (negative_sign) {
-      neumaier(negative, negative_c, t);
-    } else {
-      neumaier(positive, positive_c, t);
-    }
-    weighted_error += t * ulps;
-  }
-  double abs_total() const { return positive + positive_c + negative + negative_c; }
-  double value() const { return (positive + positive_c) - (negative + negative_c); }
-  double log_abs_total() const { return scale == kNegInf ? kNegInf : scale + std::log(abs_total()); }
-};
-
 // log(1 + exp(x)): log A from log(A - 1).
 double log1p_exp(double x) { return x > 0.0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)); }
 
@@ -149,77 +107,103 @@ double log_a_minus_one_integer(double q, double sigma, double order) {
   return log_add(exact.value(), pruned.value()) + error;
 }
 
-// Upper bound on log A_a for fractional a > 1 and 0 < q < 1, or +inf if the
-// series does not converge.
-//
-// MTZ Section 3.3: split the integral at z0 where q exp((2z0 - 1)/(2 sigma^2)) = 1 - q,
-// i.e. z0 = sigma^2 log(1/q - 1) + 1/2, and expand the power as a binomial
-// series in the smaller of the two summands on each side:
-//   A = sum_i C(a,i) [ q^i (1-q)^(a-i) e^{(i^2-i)/(2 sigma^2)} Phi((z0 - i)/sigma)
-//                    + q^(a-i) (1-q)^i e^{((a-i)^2-(a-i))/(2 sigma^2)} Phi((a - i - z0)/sigma) ].
-// C(a,i) alternates in sign once i > a, so the terms are summed with their
-// signs; the result is rounded up by the accumulated rounding error and by an
-// estimate of the truncated tail (terms decay like i^-(a+2), so the tail after
-// a term t_i is about t_i * i / (a + 1); four times that is added).
-double log_a_fractional(double q, double sigma, double order) {
-  constexpr long kMaxTerms = 1000000;
-  constexpr double kStop = 40.0;  // stop once terms are e^-40 below the total
-  const double log_q = std::log(q);
-  const double log_1mq = std::log1p(-q);
-  const double half_inv_var = 0.5 / (sigma * sigma);
-  const double z0 = sigma * sigma * (log_1mq - log_q) + 0.5;
-
-  SignedLogSum sum;
-  double log_abs_coef = 0.0;  // log |C(a, i)|
-  bool coef_negative = false;
-  long small_in_a_row = 0;
-  double tail = kNegInf;
-  long i = 0;
-  for (; i < kMaxTerms; ++i) {
-    const double di = static_cast<double>(i);
-    const double j = order - di;
-    const double e0 = (di * di - di) * half_inv_var;
-    const double e1 = (j * j - j) * half_inv_var;
-    const double x0 = (z0 - di) / sigma;
-    const double x1 = (j - z0) / sigma;
-    const double s0 = log_abs_coef + di * log_q + j * log_1mq + e0 + log_ndtr(x0);
-    const double s1 = log_abs_coef + j * log_q + di * log_1mq + e1 + log_ndtr(x1);
-    // Relative error of exp(s) in ulps: each component of s carries an absolute
-    // error of a few ulps of its magnitude, and log Phi(x) moves by ~|x| per unit
-    // of x, whose own error is ~ulps of (|x| + |z0|/sigma).
-    const double common = std::fabs(log_abs_coef) + 4.0 * (di + 1.0);
-    const double ulps0 = 8.0 + common + std::fabs(di * log_q) + std::fabs(j * log_1mq) + std::fabs(e0) +
-                         std::fabs(x0) * (std::fabs(x0) + std::fabs(z0) / sigma + 2.0);
-    const double ulps1 = 8.0 + common + std::fabs(j * log_q) + std::fabs(di * log_1mq) + std::fabs(e1) +
-                         std::fabs(x1) * (std::fabs(x1) + std::fabs(z0) / sigma + 2.0);
-    sum.add(coef_negative, s0, ulps0);
-    sum.add(coef_negative, s1, ulps1);
-    const double s_max = std::max(s0, s1);
-    if (di > order + 1.0 && s_max < sum.log_abs_total() - kStop) {
-      if (++small_in_a_row >= 3) {
-        tail = s_max + std::log(4.0 * (di + 1.0) / (order + 1.0));
-        break;
-      }
-    } else {
-      small_in_a_row = 0;
+// log((1 + x)^a - 1 - a x) for x > -1, a > 1: the integrand of A_a - 1 below,
+// which is >= 0 by convexity. Three regimes keep relative accuracy:
+//  * a|x| < 1/2 and |x| < 1/2: the binomial series sum_{k>=2} C(a,k) x^k, whose
+//    ratio of successive terms is below 1/2 (no cancellation: the k = 2 term dominates);
+//  * otherwise expm1(a log1p(x)) - a x, whose cancellation costs at most
+//    ~4a/(a-1) ulps once a|x| >= 1/2;
+//  * a log1p(x) > 700: factor out (1 + x)^a to avoid overflow.
+double log_power_excess(double x, double order) {
+  if (std::fabs(x) < 0.5 && order * std::fabs(x) < 0.5) {
+    double term = 0.5 * order * (order - 1.0) * x * x;
+    double sum = term;
+    for (int k = 2; k < 200; ++k) {
+      term *= (order - k) / (k + 1.0) * x;
+      sum += term;
+      if (std::fabs(term) <= 1e-17 * sum) break;
     }
-    // C(a, i+1) = C(a, i) (a - i) / (i + 1)
-    const double ratio = (order - di) / (di + 1.0);
-    if (ratio == 0.0) break;  // integer order: the series is finite
-    log_abs_coef += std::log(std::fabs(ratio));
-    if (ratio < 0.0) coef_negative = !coef_negative;
+    return std::log(sum);
   }
-  if (i >= kMaxTerms) return kInf;
-  const double value = sum.value();
-  if (!(value > 0.0)) return kInf;  // lost to cancellation: fail closed
-  // Rounding bound: the terms' own errors (weighted_error), compensated
-  // summation (a few ulps of the total plus N eps^2), and one ulp per rescale.
-  const double abs_total = sum.abs_total();
-  const double n_terms = 2.0 * static_cast<double>(i + 1);
-  const double rounding = kEps * (sum.weighted_error + abs_total * (8.0 + static_cast<double>(sum.rescales) +
-                                                                     n_terms * kEps));
-  const double log_upper = sum.scale + std::log(value + rounding);
-  return log_add(log_upper, tail);
+  const double y = order * std::log1p(x);
+  if (y > 700.0) return y + std::log1p(-(1.0 + order * x) * std::exp(-y));
+  return std::log(std::expm1(y) - order * x);
+}
+
+// Upper estimate of log(A_a - 1) by the trapezoid rule, for any order a > 1.
+//
+// Since E[x] = 0 for x = q (exp((2z - 1)/(2 sigma^2)) - 1) under z ~ N(0, sigma^2),
+//   A_a - 1 = E[(1 + x)^a - 1 - a x],
+// an integral of a non-negative analytic function of z: no cancellation. Its
+// mass sits in at most two bumps of width ~sigma (near z = 0 and z = a); a
+// coarse scan at step sigma/2 over [-40 sigma, a + 40 sigma] finds the cells
+// within e^-60 of the peak, and the trapezoid rule is applied there with step h.
+// The integrand is analytic in the strip |Im z| < pi sigma^2 (the power's branch
+// point), so with h <= pi sigma^2 / 16 the trapezoid error decays like
+// exp(-16 pi) relative (Trefethen & Weideman, "The exponentially convergent
+// trapezoidal rule", SIAM Review 2014, Thm 5.1). The estimate is rounded up by
+// twice the difference between the h and 2h sums (an a-posteriori error
+// estimate that dominates the true error for a converged rule), the mass of
+// the skipped cells, and the rounding of the components.
+double log_a_minus_one_quadrature(double q, double sigma, double order) {
+  constexpr double kSkip = 60.0;
+  const double var = sigma * sigma;
+  const double log_norm = -std::log(sigma) - 0.5 * kLogTwoPi;
+  auto log_integrand = [&](double z) {
+    const double u = (2.0 * z - 1.0) / (2.0 * var);
+    double log_g;
+    if (u > 700.0) {
+      const double log1p_x = log_add(std::log1p(-q), std::log(q) + u);
+      const double log1p_ax = log_add(0.0, std::log(order) + std::log(q) + log1mexp(-u) + u);
+      log_g = order * log1p_x + log1mexp(log1p_ax - order * log1p_x);
+    } else {
+      log_g = log_power_excess(q * std::expm1(u), order);
+    }
+    return log_norm - z * z / (2.0 * var) + log_g;
+  };
+  const double lo = -40.0 * sigma;
+  const double hi = order + 40.0 * sigma;
+  const double coarse = 0.5 * sigma;
+  const long n_coarse = static_cast<long>(std::ceil((hi - lo) / coarse));
+  std::vector<double> coarse_values(static_cast<std::size_t>(n_coarse) + 1);
+  double peak = kNegInf;
+  for (long k = 0; k <= n_coarse; ++k) {
+    coarse_values[static_cast<std::size_t>(k)] = log_integrand(lo + k * coarse);
+    peak = std::max(peak, coarse_values[static_cast<std::size_t>(k)]);
+  }
+  if (peak == kNegInf) return kNegInf;
+  const double h_target = std::min(sigma / 8.0, kPi * var / 16.0);
+  const long per_cell = std::max(2L, 2 * static_cast<long>(std::ceil(coarse / h_target / 2.0)));  // even
+  const double h = coarse / static_cast<double>(per_cell);
+  LogSum fine;    // all points of the significant cells at step h
+  LogSum half;    // every other point: the 2h rule
+  LogSum skipped; // bound on the skipped cells (coarse cell width times the larger endpoint value, plus margin)
+  double magnitude = 0.0;
+  for (long k = 0; k < n_coarse; ++k) {
+    const double left = coarse_values[static_cast<std::size_t>(k)];
+    const double right = coarse_values[static_cast<std::size_t>(k + 1)];
+    if (std::max(left, right) < peak - kSkip) {
+      // Within a cell of width sigma/2 the log-integrand varies by far less than
+      // kSkip/2 around its endpoint values; count the cell at e^30 times its endpoints.
+      skipped.add(std::max(left, right) + 30.0 + std::log(coarse));
+      continue;
+    }
+    const double z_left = lo + k * coarse;
+    for (long m = 0; m < per_cell; ++m) {
+      const double z = z_left + m * h;
+      const double v = m == 0 ? left : log_integrand(z);
+      fine.add(v);
+      if (m % 2 == 0) half.add(v);
+      magnitude = std::max(magnitude, z * z / (2.0 * var) + std::fabs(z) * order / var);
+    }
+  }
+  const double log_fine = fine.value() + std::log(h);
+  const double log_half = half.value() + std::log(2.0 * h);
+  const double discretization = log_fine > log_half ? log_sub(log_fine, log_half) : log_sub(log_half, log_fine);
+  double log_upper = log_add(log_fine, discretization + kLn2);
+  log_upper = log_add(log_upper, skipped.value());
+  // Rounding of the exponent components (z^2/(2 sigma^2) and a log(1 + x)).
+  return log_upper + 64.0 * kEps * (magnitude + 1.0);
 }
 
 double order_rdp(double q, double sigma, double order) {
@@ -230,14 +214,14 @@ double order_rdp(double q, double sigma, double order) {
     return log1p_exp(log_a_minus_one_integer(q, sigma, order)) / (order - 1.0);
   }
   // log A is convex in the order (a log moment-generating function), so the
-  // chord between the neighbouring integer orders bounds it from above (log A_1 = 0).
-  // This is exact-arithmetic safe and rescues the series when A - 1 is so small
-  // that its rounding margin dominates (e.g. q = 1e-5, sigma = 10).
+  // chord between the neighbouring integer orders (exact sums; log A_1 = 0) is
+  // a second upper bound, independent of the quadrature: take the smaller.
   const double lower = std::floor(order);
   const double log_a_lower = lower < 2.0 ? 0.0 : log1p_exp(log_a_minus_one_integer(q, sigma, lower));
   const double log_a_upper = log1p_exp(log_a_minus_one_integer(q, sigma, lower + 1.0));
   const double chord = (lower + 1.0 - order) * log_a_lower + (order - lower) * log_a_upper;
-  const double log_a = std::min(log_a_fractional(q, sigma, order), chord * (1.0 + 4.0 * kEps));
+  const double quadrature = log1p_exp(log_a_minus_one_quadrature(q, sigma, order));
+  const double log_a = std::min(quadrature, chord * (1.0 + 4.0 * kEps));
   return std::max(log_a, 0.0) / (order - 1.0);
 }
 

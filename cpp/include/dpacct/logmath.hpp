@@ -15,6 +15,7 @@ inline constexpr double kInf = std::numeric_limits<double>::infinity();
 inline constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 inline constexpr double kLogTwoPi = 1.8378770664093454836;  // log(2*pi)
 inline constexpr double kLn2 = 0.69314718055994530942;
+inline constexpr double kPi = 3.14159265358979323846;
 
 // log(exp(a) + exp(b)), exact for infinite arguments.
 inline double log_add(double a, double b) {
