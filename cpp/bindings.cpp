@@ -2,12 +2,15 @@
 // calls the pure C++ kernels and wraps their results. No maths here.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
+#include <pybind11/complex.h>
 #include <pybind11/stl.h>
 
 #include <cstdint>
 #include <string>
 
+#include "dpacct/fft.hpp"
 #include "dpacct/gaussian.hpp"
+#include "dpacct/pld.hpp"
 #include "dpacct/rdp.hpp"
 
 namespace py = pybind11;
@@ -108,4 +111,61 @@ PYBIND11_MODULE(_core, m) {
       },
       "orders"_a, "rdp"_a, "epsilon"_a, "conversion"_a,
       "(delta, order index) per epsilon; see dpacct.rdp.delta_from_rdp.");
+
+  auto pld = m.def_submodule("pld", "Privacy loss distribution kernels (see dpacct.pld).");
+  py::class_<dpacct::pld::ComposedPld>(pld, "ComposedPld", "A composed, tilted PLD of one direction; see dpacct.pld.")
+      .def(py::init([](const Array& groups, const std::string& direction, double discretization, double tilt,
+                       std::size_t max_size) {
+             if (groups.ndim() != 2 || groups.shape(1) != 3) {
+               throw std::invalid_argument("groups must have shape (n, 3): sampling_probability, noise_multiplier, count");
+             }
+             if (direction != "remove" && direction != "add") {
+               throw std::invalid_argument("direction must be 'remove' or 'add', got '" + direction + "'");
+             }
+             std::vector<dpacct::pld::StepGroup> g;
+             const double* data = groups.data();
+             for (py::ssize_t i = 0; i < groups.shape(0); ++i) g.push_back({data[3 * i], data[3 * i + 1], data[3 * i + 2]});
+             const auto dir = direction == "remove" ? dpacct::pld::Direction::remove : dpacct::pld::Direction::add;
+             py::gil_scoped_release release;
+             return new dpacct::pld::ComposedPld(g, dir, discretization, tilt, max_size);
+           }),
+           "groups"_a, "direction"_a, "discretization"_a, "tilt"_a, "max_size"_a)
+      .def(
+          "delta_bounds",
+          [](const dpacct::pld::ComposedPld& self, const Array& epsilon, double beta) {
+            Array lower(epsilon.request().shape);
+            Array upper(epsilon.request().shape);
+            const double* e = epsilon.data();
+            double* lo = lower.mutable_data();
+            double* up = upper.mutable_data();
+            const auto n = static_cast<std::size_t>(epsilon.size());
+            {
+              py::gil_scoped_release release;
+              for (std::size_t i = 0; i < n; ++i) self.delta_bounds(e[i], beta, &lo[i], &up[i]);
+            }
+            return py::make_tuple(lower, upper);
+          },
+          "epsilon"_a, "beta"_a, "(lower, upper) bounds on delta(epsilon) for this direction.")
+      .def("hoeffding_width", &dpacct::pld::ComposedPld::hoeffding_width, "beta"_a)
+      .def_property_readonly("window_low", &dpacct::pld::ComposedPld::window_low)
+      .def_property_readonly("window_high", &dpacct::pld::ComposedPld::window_high)
+      .def_property_readonly("mean_shift", &dpacct::pld::ComposedPld::mean_shift)
+      .def_property_readonly("size", &dpacct::pld::ComposedPld::size);
+  pld.def(
+      "fft",
+      [](py::array_t<std::complex<double>, py::array::c_style | py::array::forcecast> values, bool inverse) {
+        std::vector<std::complex<double>> data(values.data(), values.data() + values.size());
+        {
+          py::gil_scoped_release release;
+          const dpacct::fft::Plan plan(data.size());
+          if (inverse) {
+            plan.inverse(data);
+          } else {
+            plan.forward(data);
+          }
+        }
+        return py::array_t<std::complex<double>>(static_cast<py::ssize_t>(data.size()), data.data());
+      },
+      "values"_a, "inverse"_a = false, "Unnormalised radix-2 FFT (test hook for dpacct's own FFT).");
+  pld.def("fft_error_bound", &dpacct::fft::error_bound, "size"_a, "Relative 2-norm error bound of one FFT.");
 }

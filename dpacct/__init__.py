@@ -14,7 +14,7 @@ except ImportError as error:  # pragma: no cover - exercised only on a broken in
     msg = "dpacct._core is not built; run `pip install -e .` in the source tree (needs a C++17 compiler)"
     raise ImportError(msg) from error
 
-from dpacct import gaussian, rdp
+from dpacct import gaussian, pld, rdp
 from dpacct.accountant import (
     Accountant,
     UnsupportedMechanismError,
@@ -25,6 +25,7 @@ from dpacct.accountant import (
 from dpacct.api import SAMPLERS, build_accountant, delta, epsilon
 from dpacct.calibration import CalibrationResult, calibrate
 from dpacct.mechanisms import GaussianMechanism, PoissonSampledGaussianMechanism
+from dpacct.pld import PLDAccountant
 from dpacct.rdp import OrderGridWarning, RDPAccountant
 
 try:
@@ -38,6 +39,7 @@ __all__ = [
     "CalibrationResult",
     "GaussianMechanism",
     "OrderGridWarning",
+    "PLDAccountant",
     "PoissonSampledGaussianMechanism",
     "RDPAccountant",
     "UnsupportedMechanismError",
@@ -50,6 +52,7 @@ __all__ = [
     "epsilon",
     "gaussian",
     "make_accountant",
+    "pld",
     "rdp",
     "register_accountant",
 ]

@@ -2,4 +2,5 @@
 # hand. This folder holds only .pyi files, so at run time `import dpacct._core`
 # still loads the extension module beside it.
 from . import gaussian as gaussian
+from . import pld as pld
 from . import rdp as rdp
