@@ -78,7 +78,7 @@ def epsilon(
     Examples
     --------
     >>> round(epsilon(noise_multiplier=1.1, sampling_probability=256 / 60000, steps=10_000, delta=1e-5), 3)
-    2.163
+    2.162
     """
     d = _check.delta_array(delta)
     acct = build_accountant(

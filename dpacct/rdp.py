@@ -35,12 +35,13 @@ __all__ = [
 CONVERSIONS = ("improved", "classic")
 
 #: Default orders: dense near 1 (where large-noise, many-step runs are optimal),
-#: every integer to 64 (the usual DP-SGD optimum), then roughly geometric to 16384
-#: (few-step, tiny-privacy-loss runs).
+#: every tenth from 1.1 to 10.9 and every integer to 64 (the usual DP-SGD optimum;
+#: a superset of opacus's and dp-accounting's grids, so dpacct is never looser),
+#: then roughly geometric to 16384 (few-step, tiny-privacy-loss runs).
 DEFAULT_ORDERS: NDArray[np.float64] = np.array(
-    [1.01, 1.02, 1.05, 1.1, 1.15, 1.2, 1.25, 1.3, 1.4, 1.5, 1.6, 1.7, 1.8, 1.9]
-    + [2.0, 2.25, 2.5, 2.75, 3.0, 3.5, 4.0, 4.5, 5.0, 5.5]
-    + [float(a) for a in range(6, 65)]
+    [1.01, 1.02, 1.03, 1.05, 1.07]
+    + [round(1.0 + x / 10.0, 1) for x in range(1, 100)]
+    + [float(a) for a in range(11, 65)]
     + [72.0, 80.0, 88.0, 96.0, 112.0, 128.0, 144.0, 160.0, 192.0, 224.0, 256.0, 320.0, 384.0]
     + [448.0, 512.0, 640.0, 768.0, 896.0, 1024.0, 1280.0, 1536.0, 2048.0, 2560.0, 3072.0]
     + [4096.0, 5120.0, 6144.0, 8192.0, 10240.0, 12288.0, 16384.0]

@@ -136,17 +136,18 @@ double log_power_excess(double x, double order) {
 //   A_a - 1 = E[(1 + x)^a - 1 - a x],
 // an integral of a non-negative analytic function of z: no cancellation. Its
 // mass sits in at most two bumps of width ~sigma (near z = 0 and z = a); a
-// coarse scan at step sigma/2 over [-40 sigma, a + 40 sigma] finds the cells
-// within e^-60 of the peak, and the trapezoid rule is applied there with step h.
+// coarse scan at step sigma/2 over [-25 sigma, a + 25 sigma] finds the cells
+// within e^-50 of the peak, and the trapezoid rule is applied there with step h.
 // The integrand is analytic in the strip |Im z| < pi sigma^2 (the power's branch
-// point), so with h <= pi sigma^2 / 16 the trapezoid error decays like
-// exp(-16 pi) relative (Trefethen & Weideman, "The exponentially convergent
-// trapezoidal rule", SIAM Review 2014, Thm 5.1). The estimate is rounded up by
+// point) and carries the Gaussian factor of width sigma, so with
+// h = min(sigma/4, pi sigma^2/16) the trapezoid error decays like
+// exp(-min(8 pi^2 sigma, 16 pi)) relative (Trefethen & Weideman, "The
+// exponentially convergent trapezoidal rule", SIAM Review 2014, Thm 5.1). The estimate is rounded up by
 // twice the difference between the h and 2h sums (an a-posteriori error
 // estimate that dominates the true error for a converged rule), the mass of
 // the skipped cells, and the rounding of the components.
 double log_a_minus_one_quadrature(double q, double sigma, double order) {
-  constexpr double kSkip = 60.0;
+  constexpr double kSkip = 50.0;
   const double var = sigma * sigma;
   const double log_norm = -std::log(sigma) - 0.5 * kLogTwoPi;
   auto log_integrand = [&](double z) {
@@ -161,8 +162,8 @@ double log_a_minus_one_quadrature(double q, double sigma, double order) {
     }
     return log_norm - z * z / (2.0 * var) + log_g;
   };
-  const double lo = -40.0 * sigma;
-  const double hi = order + 40.0 * sigma;
+  const double lo = -25.0 * sigma;
+  const double hi = order + 25.0 * sigma;
   const double coarse = 0.5 * sigma;
   const long n_coarse = static_cast<long>(std::ceil((hi - lo) / coarse));
   std::vector<double> coarse_values(static_cast<std::size_t>(n_coarse) + 1);
@@ -172,7 +173,7 @@ double log_a_minus_one_quadrature(double q, double sigma, double order) {
     peak = std::max(peak, coarse_values[static_cast<std::size_t>(k)]);
   }
   if (peak == kNegInf) return kNegInf;
-  const double h_target = std::min(sigma / 8.0, kPi * var / 16.0);
+  const double h_target = std::min(sigma / 4.0, kPi * var / 16.0);
   const long per_cell = std::max(2L, 2 * static_cast<long>(std::ceil(coarse / h_target / 2.0)));  // even
   const double h = coarse / static_cast<double>(per_cell);
   LogSum fine;    // all points of the significant cells at step h
@@ -184,8 +185,8 @@ double log_a_minus_one_quadrature(double q, double sigma, double order) {
     const double right = coarse_values[static_cast<std::size_t>(k + 1)];
     if (std::max(left, right) < peak - kSkip) {
       // Within a cell of width sigma/2 the log-integrand varies by far less than
-      // kSkip/2 around its endpoint values; count the cell at e^30 times its endpoints.
-      skipped.add(std::max(left, right) + 30.0 + std::log(coarse));
+      // kSkip/2 around its endpoint values; count the cell at e^25 times its endpoints.
+      skipped.add(std::max(left, right) + 25.0 + std::log(coarse));
       continue;
     }
     const double z_left = lo + k * coarse;

@@ -1,0 +1,152 @@
+"""Time dpacct beside its peers on the shared grid: check agreement first, then time.
+
+Usage::
+
+    python bench/run.py [--large] [--family rdp|pld|all] [--output bench/RESULTS.md]
+
+Run it with an interpreter that has dpacct and the peers installed
+(``pip install -e ".[bench]"``). Prints one markdown report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.metadata
+import platform
+import statistics
+import sys
+import time
+import warnings
+from collections.abc import Callable
+
+sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+
+from cases import CALIBRATION, DEFAULT, LARGE, Case  # noqa: E402
+from peers import LIBRARIES, Library  # noqa: E402
+
+# Agreement tolerances, checked before anything is timed.
+# RDP: all libraries use valid conversions; dpacct uses a denser order grid and the improved
+# conversion, so its epsilon must be <= each peer's (plus rounding) and within 15% of it.
+RDP_REL = 0.15
+# PLD: dpacct's certified upper bound is within ~0.5% above the truth; dp_accounting's default
+# grid (1e-4) and prv-accountant's upper estimate are within ~1%.
+PLD_REL = 0.02
+
+
+def time_call(f: Callable[[], object], budget: float = 1.0, max_repeats: int = 20) -> tuple[float, int]:
+    """Median wall time of f() after one warm-up call, with ~budget seconds of repeats."""
+    start = time.perf_counter()
+    f()
+    first = time.perf_counter() - start
+    repeats = max(1, min(max_repeats, int(budget / max(first, 1e-6))))
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        f()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples), repeats
+
+
+def cpu_model() -> str:
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def header(libraries: list[Library]) -> list[str]:
+    lines = [
+        "# dpacct benchmark",
+        "",
+        f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}",
+        f"- machine: {cpu_model()}, {__import__('os').cpu_count()} cores; Python {platform.python_version()}",
+        f"- numpy {importlib.metadata.version('numpy')}, scipy {importlib.metadata.version('scipy')}",
+    ]
+    for lib in libraries:
+        lines.append(f"- {lib.name}: {lib.version() if lib.available() else 'not installed (skipped)'}")
+    return lines
+
+
+def family_table(family: str, cases: list[Case], libraries: list[Library], rel: float) -> list[str]:
+    lines = [f"## {family.upper()}: epsilon for T steps", "",
+             "| case | library | epsilon | rel. diff vs dpacct | median time | peer / dpacct | repeats |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for case in cases:
+        rows = []
+        base_eps = base_time = None
+        for lib in libraries:
+            f = getattr(lib, f"{family}_epsilon")
+            if f is None or not lib.available():
+                continue
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                eps = f(case)
+                if lib.name == "dpacct":
+                    base_eps = eps
+                else:
+                    assert base_eps is not None
+                    diff = (eps - base_eps) / base_eps
+                    # Agreement first: a disagreement aborts the benchmark.
+                    if family == "rdp" and not (base_eps <= eps * (1 + 1e-9) and diff <= rel):
+                        raise SystemExit(f"RDP disagreement on {case.label}: dpacct {base_eps} vs {lib.name} {eps}")
+                    if family == "pld" and abs(diff) > rel:
+                        raise SystemExit(f"PLD disagreement on {case.label}: dpacct {base_eps} vs {lib.name} {eps}")
+                median, repeats = time_call(lambda: f(case))
+            if lib.name == "dpacct":
+                base_time = median
+            rows.append((lib.name, eps, median, repeats))
+        for name, eps, median, repeats in rows:
+            diff = "" if name == "dpacct" else f"{(eps - base_eps) / base_eps:+.2%}"
+            ratio = "1" if name == "dpacct" else f"{median / base_time:.1f}x"
+            lines.append(f"| {case.label} | {name} | {eps:.5f} | {diff} | {median * 1e3:.2f} ms | {ratio} | {repeats} |")
+    return lines
+
+
+def calibration_table(libraries: list[Library]) -> list[str]:
+    lines = ["## Noise calibration (RDP): smallest sigma for a target epsilon", "",
+             "| case | target eps | library | sigma | median time | peer / dpacct |", "| --- | --- | --- | --- | --- | --- |"]
+    for case, target in CALIBRATION:
+        base = None
+        for lib in libraries:
+            if lib.calibrate_sigma is None or not lib.available():
+                continue
+            f = lib.calibrate_sigma
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                sigma = f(case, target)
+                median, _ = time_call(lambda: f(case, target), budget=2.0, max_repeats=10)
+            base = median if lib.name == "dpacct" else base
+            ratio = "1" if lib.name == "dpacct" else f"{median / base:.1f}x"
+            lines.append(f"| {case.label} | {target:g} | {lib.name} | {sigma:.5f} | {median * 1e3:.2f} ms | {ratio} |")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--large", action="store_true", help="heavier grid (T up to 1e6)")
+    parser.add_argument("--family", choices=["rdp", "pld", "all"], default="all")
+    parser.add_argument("--output", help="also write the report to this file")
+    args = parser.parse_args()
+    cases = LARGE if args.large else DEFAULT
+    libraries = LIBRARIES
+    if not libraries[0].available():
+        raise SystemExit("dpacct is not importable: pip install -e . first")
+    lines = header(libraries) + ["", f"Command: `python bench/run.py {' '.join(sys.argv[1:])}`".rstrip(), ""]
+    if args.family in ("rdp", "all"):
+        lines += family_table("rdp", cases, libraries, RDP_REL) + [""]
+        lines += calibration_table(libraries) + [""]
+    if args.family in ("pld", "all"):
+        lines += family_table("pld", cases, libraries, PLD_REL) + [""]
+    report = "\n".join(lines)
+    print(report)
+    if args.output:
+        with open(args.output, "w") as out:
+            out.write(report + "\n")
+
+
+if __name__ == "__main__":
+    main()
