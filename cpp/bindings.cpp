@@ -167,5 +167,29 @@ PYBIND11_MODULE(_core, m) {
         return py::array_t<std::complex<double>>(static_cast<py::ssize_t>(data.size()), data.data());
       },
       "values"_a, "inverse"_a = false, "Unnormalised radix-2 FFT (test hook for dpacct's own FFT).");
+  pld.def(
+      "rfft",
+      [](const Array& values) {
+        std::vector<double> data(values.data(), values.data() + values.size());
+        std::vector<std::complex<double>> out;
+        {
+          py::gil_scoped_release release;
+          out = dpacct::fft::RealPlan(data.size()).forward(data);
+        }
+        return py::array_t<std::complex<double>>(static_cast<py::ssize_t>(out.size()), out.data());
+      },
+      "values"_a, "Half spectrum of a real sequence (test hook for dpacct's real FFT).");
+  pld.def(
+      "irfft",
+      [](py::array_t<std::complex<double>, py::array::c_style | py::array::forcecast> spectrum) {
+        std::vector<std::complex<double>> data(spectrum.data(), spectrum.data() + spectrum.size());
+        std::vector<double> out;
+        {
+          py::gil_scoped_release release;
+          out = dpacct::fft::RealPlan(2 * (data.size() - 1)).inverse(data);
+        }
+        return Array(static_cast<py::ssize_t>(out.size()), out.data());
+      },
+      "spectrum"_a, "Unnormalised inverse of rfft (test hook).");
   pld.def("fft_error_bound", &dpacct::fft::error_bound, "size"_a, "Relative 2-norm error bound of one FFT.");
 }

@@ -27,6 +27,7 @@ __all__ = [
     "OptimalOrder",
     "OrderGridWarning",
     "RDPAccountant",
+    "clear_cache",
     "delta_from_rdp",
     "epsilon_from_rdp",
     "subsampled_gaussian_rdp",
@@ -192,6 +193,11 @@ def _step_rdp(noise_multiplier: float, sampling_probability: float, orders: tupl
     out = _core.rdp.subsampled_gaussian(sampling_probability, noise_multiplier, np.array(orders))
     out.flags.writeable = False
     return out
+
+
+def clear_cache() -> None:
+    """Forget the cached per-step RDP curves (they are reused while composing; see benchmarks)."""
+    _step_rdp.cache_clear()
 
 
 def mechanism_rdp(mechanism: Mechanism, orders: NDArray[np.float64]) -> NDArray[np.float64]:

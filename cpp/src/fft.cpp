@@ -49,6 +49,62 @@ void Plan::transform(std::vector<std::complex<double>>& a, bool inverse) const {
   }
 }
 
+RealPlan::RealPlan(std::size_t n) : n_(n), half_(n >= 2 ? n / 2 : 1) {
+  if (n < 2 || (n & (n - 1)) != 0) {
+    throw std::invalid_argument("real fft size must be a power of two >= 2, got " + std::to_string(n));
+  }
+  twiddles_.resize(n / 2 + 1);
+  for (std::size_t k = 0; k <= n / 2; ++k) {
+    const double angle = -2.0 * M_PI * static_cast<double>(k) / static_cast<double>(n);
+    twiddles_[k] = {std::cos(angle), std::sin(angle)};
+  }
+}
+
+// Even and odd samples packed as z_j = x_{2j} + i x_{2j+1}; with Z = FFT_{n/2}(z),
+// E_k = (Z_k + conj(Z_{m-k}))/2 and O_k = (Z_k - conj(Z_{m-k}))/(2i) are the
+// transforms of the even and odd samples, and X_k = E_k + w^k O_k.
+std::vector<std::complex<double>> RealPlan::forward(const std::vector<double>& x) const {
+  if (x.size() != n_) throw std::invalid_argument("real fft data size does not match the plan");
+  const std::size_t m = n_ / 2;
+  std::vector<std::complex<double>> z(m);
+  for (std::size_t j = 0; j < m; ++j) z[j] = {x[2 * j], x[2 * j + 1]};
+  half_.forward(z);
+  std::vector<std::complex<double>> out(m + 1);
+  const std::complex<double> half_i(0.0, -0.5);  // 1/(2i)
+  for (std::size_t k = 0; k <= m; ++k) {
+    const std::complex<double> zk = z[k % m];
+    const std::complex<double> zc = std::conj(z[(m - k) % m]);
+    const std::complex<double> even = 0.5 * (zk + zc);
+    const std::complex<double> odd = half_i * (zk - zc);
+    out[k] = even + twiddles_[k] * odd;
+  }
+  return out;
+}
+
+// Inverse of the above: E_k = (X_k + conj(X_{m-k}))/2, O_k = (X_k - conj(X_{m-k})) conj(w^k)/2,
+// z = IFFT_{n/2}(E + i O) gives (n/2) (x_even + i x_odd); scaled by 2 to match the
+// unnormalised length-n inverse.
+std::vector<double> RealPlan::inverse(const std::vector<std::complex<double>>& spectrum) const {
+  const std::size_t m = n_ / 2;
+  if (spectrum.size() != m + 1) throw std::invalid_argument("real fft spectrum size does not match the plan");
+  std::vector<std::complex<double>> z(m);
+  const std::complex<double> i_unit(0.0, 1.0);
+  for (std::size_t k = 0; k < m; ++k) {
+    const std::complex<double> xk = spectrum[k];
+    const std::complex<double> xc = std::conj(spectrum[m - k]);
+    const std::complex<double> even = 0.5 * (xk + xc);
+    const std::complex<double> odd = 0.5 * (xk - xc) * std::conj(twiddles_[k]);
+    z[k] = even + i_unit * odd;
+  }
+  half_.inverse(z);
+  std::vector<double> out(n_);
+  for (std::size_t j = 0; j < m; ++j) {
+    out[2 * j] = 2.0 * z[j].real();
+    out[2 * j + 1] = 2.0 * z[j].imag();
+  }
+  return out;
+}
+
 double error_bound(std::size_t n) {
   double log2n = 0.0;
   while ((std::size_t{1} << static_cast<std::size_t>(log2n)) < n) log2n += 1.0;

@@ -25,6 +25,24 @@ class Plan {
   std::vector<std::size_t> bit_reversed_;
 };
 
+// Real-input transforms of size n (a power of two >= 2) through one complex
+// transform of size n/2: the spectrum of a real sequence is Hermitian, so only
+// its first n/2 + 1 entries are kept.
+class RealPlan {
+ public:
+  explicit RealPlan(std::size_t n);
+  std::size_t size() const { return n_; }
+  // X_k = sum_j x_j exp(-2 pi i jk/n) for k = 0..n/2, from real x of length n.
+  std::vector<std::complex<double>> forward(const std::vector<double>& x) const;
+  // x_j = sum_k X_k exp(+2 pi i jk/n) (no 1/n) from the half spectrum X_0..X_{n/2}.
+  std::vector<double> inverse(const std::vector<std::complex<double>>& spectrum) const;
+
+ private:
+  std::size_t n_;
+  Plan half_;
+  std::vector<std::complex<double>> twiddles_;  // exp(-2 pi i k / n), k <= n/2
+};
+
 // Relative error bound (2-norm) of one transform of size n:
 // ||fl(FFT x) - FFT x|| <= error_bound(n) * ||FFT x||, from Higham, "Accuracy and
 // Stability of Numerical Algorithms", 2nd ed., Thm 24.2, with mu <= 4 ulps for
