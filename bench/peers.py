@@ -23,6 +23,7 @@ class Library:
     rdp_epsilon: Callable[[Case], float] | None = None
     pld_epsilon: Callable[[Case], float] | None = None
     calibrate_sigma: Callable[[Case, float], float] | None = None
+    calibrate_sigma_pld: Callable[[Case, float], tuple[float, float]] | None = None
     notes: list[str] = field(default_factory=list)
 
     def available(self) -> bool:
@@ -63,6 +64,14 @@ def _dpacct_calibrate(case: Case, epsilon: float) -> float:
     result = dpacct.calibrate(epsilon=epsilon, delta=case.delta, sampling_probability=case.sampling_probability,
                               steps=case.steps, accountant="rdp")
     return result.noise_multiplier
+
+
+def _dpacct_calibrate_pld(case: Case, epsilon: float) -> tuple[float, float]:
+    import dpacct
+
+    result = dpacct.calibrate(epsilon=epsilon, delta=case.delta, sampling_probability=case.sampling_probability,
+                              steps=case.steps, accountant="pld")
+    return result.noise_multiplier, result.epsilon
 
 
 # -- opacus ---------------------------------------------------------------------------------
@@ -123,6 +132,22 @@ def _dpa_calibrate(case: Case, epsilon: float) -> float:
                                                       epsilon, case.delta))
 
 
+def _dpa_calibrate_pld(case: Case, epsilon: float) -> tuple[float, float]:
+    import dp_accounting
+    from dp_accounting.pld import pld_privacy_accountant
+
+    def make_event(sigma: float):  # type: ignore[no-untyped-def]
+        return dp_accounting.SelfComposedDpEvent(
+            dp_accounting.PoissonSampledDpEvent(case.sampling_probability, dp_accounting.GaussianDpEvent(sigma)),
+            case.steps)
+
+    sigma = float(dp_accounting.calibrate_dp_mechanism(pld_privacy_accountant.PLDAccountant, make_event,
+                                                       epsilon, case.delta))
+    acct = pld_privacy_accountant.PLDAccountant()
+    acct.compose(make_event(sigma))
+    return sigma, float(acct.get_epsilon(case.delta))
+
+
 # -- prv-accountant -------------------------------------------------------------------------
 
 def _prv_pld(case: Case) -> float:
@@ -138,10 +163,11 @@ def _prv_pld(case: Case) -> float:
 
 
 LIBRARIES = [
-    Library("dpacct", "dpacct", rdp_epsilon=_dpacct_rdp, pld_epsilon=_dpacct_pld, calibrate_sigma=_dpacct_calibrate),
+    Library("dpacct", "dpacct", rdp_epsilon=_dpacct_rdp, pld_epsilon=_dpacct_pld, calibrate_sigma=_dpacct_calibrate,
+            calibrate_sigma_pld=_dpacct_calibrate_pld),
     Library("opacus", "opacus", rdp_epsilon=_opacus_rdp, calibrate_sigma=_opacus_calibrate),
     Library("dp-accounting", "dp_accounting", rdp_epsilon=_dpa_rdp, pld_epsilon=_dpa_pld,
-            calibrate_sigma=_dpa_calibrate),
+            calibrate_sigma=_dpa_calibrate, calibrate_sigma_pld=_dpa_calibrate_pld),
     Library("prv-accountant", "prv_accountant", pld_epsilon=_prv_pld,
             notes=["upper bound of its (lower, estimate, upper) with eps_error=0.01"]),
 ]

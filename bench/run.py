@@ -2,7 +2,7 @@
 
 Usage::
 
-    python bench/run.py [--large] [--family rdp|pld|all] [--output bench/RESULTS.md]
+    python bench/run.py [--large] [--family rdp|pld|fft|all] [--output bench/RESULTS.md]
 
 Run it with an interpreter that has dpacct and the peers installed
 (``pip install -e ".[bench]"``). Prints one markdown report.
@@ -125,10 +125,94 @@ def calibration_table(libraries: list[Library]) -> list[str]:
     return lines
 
 
+def pld_calibration_table(libraries: list[Library]) -> list[str]:
+    """Noise calibration with the PLD accountants (dp-accounting timed once: it takes seconds)."""
+    lines = ["## Noise calibration (PLD): smallest sigma for a target epsilon", "",
+             "| case | target eps | library | sigma | achieved eps | median time | peer / dpacct |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for case, target in CALIBRATION:
+        base = None
+        for lib in libraries:
+            if lib.calibrate_sigma_pld is None or not lib.available():
+                continue
+            f = lib.calibrate_sigma_pld
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                start = time.perf_counter()
+                sigma, achieved = f(case, target)
+                first = time.perf_counter() - start
+                if first < 5.0:
+                    median, _ = time_call(lambda: f(case, target), budget=3.0, max_repeats=5)
+                else:
+                    median = first
+            base = median if lib.name == "dpacct" else base
+            ratio = "1" if lib.name == "dpacct" else f"{median / base:.1f}x"
+            lines.append(f"| {case.label} | {target:g} | {lib.name} | {sigma:.5f} | {achieved:.5f} "
+                         f"| {median * 1e3:.0f} ms | {ratio} |")
+    return lines
+
+
+def fft_table(sizes: list[int]) -> list[str]:
+    """dpacct's own complex FFT beside scipy.fft and numpy.fft (agreement checked first)."""
+    import numpy as np
+    import scipy.fft
+
+    from dpacct import _core
+
+    lines = ["## FFT: dpacct's radix-2 transform beside scipy.fft and numpy.fft (complex input, size n)", "",
+             "| n | dpacct | scipy.fft | numpy.fft | dpacct / scipy | max abs diff vs numpy |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    rng = np.random.default_rng(0)
+    for n in sizes:
+        x = rng.random(n) + 1j * rng.random(n)
+        ours = _core.pld.fft(x)
+        reference = np.fft.fft(x)
+        error = float(np.max(np.abs(ours - reference)))
+        bound = _core.pld.fft_error_bound(n) * float(np.sum(np.abs(x)))
+        if error > bound:
+            raise SystemExit(f"FFT disagreement at n={n}: {error} > bound {bound}")
+        t_ours, _ = time_call(lambda: _core.pld.fft(x), budget=0.5)
+        t_scipy, _ = time_call(lambda: scipy.fft.fft(x), budget=0.5)
+        t_numpy, _ = time_call(lambda: np.fft.fft(x), budget=0.5)
+        lines.append(f"| 2^{n.bit_length() - 1} | {t_ours * 1e3:.2f} ms | {t_scipy * 1e3:.2f} ms "
+                     f"| {t_numpy * 1e3:.2f} ms | {t_ours / t_scipy:.1f}x | {error:.1e} |")
+    return lines
+
+
+def pld_floor_table(cases: list[Case]) -> list[str]:
+    """dpacct's PLD epsilon query beside one scipy.fft real round trip of each final grid."""
+    import numpy as np
+    import scipy.fft
+
+    import dpacct
+
+    lines = ["## PLD: dpacct beside the FFT floor (one scipy.fft rfft + irfft of each final grid)", "",
+             "| case | [lower, upper] | gap / eps | grid sizes (remove, add) | dpacct query | "
+             "scipy round trips | dpacct / scipy |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    for case in cases:
+        def query() -> tuple[float, float, list[int]]:
+            acct = dpacct.PLDAccountant().step(noise_multiplier=case.noise_multiplier,
+                                               sampling_probability=case.sampling_probability, count=case.steps)
+            lower, upper = acct.epsilon_bounds(case.delta)
+            # The composed grids are private state; read here only to size the comparison.
+            sizes = [int(c.size) for (direction, _, _), c in sorted(acct._cache.items()) if direction in ("remove", "add")]
+            return float(lower), float(upper), sizes
+
+        lower, upper, sizes = query()
+        t_query, _ = time_call(query, budget=2.0, max_repeats=5)
+        buffers = [np.random.default_rng(0).random(n) for n in sizes]
+        t_fft, _ = time_call(lambda: [scipy.fft.irfft(scipy.fft.rfft(b), n=b.size) for b in buffers],
+                             budget=1.0, max_repeats=5)
+        lines.append(f"| {case.label} | [{lower:.5f}, {upper:.5f}] | {(upper - lower) / upper:.2%} | "
+                     f"{', '.join(f'2^{n.bit_length() - 1}' for n in sizes)} | {t_query * 1e3:.0f} ms | "
+                     f"{t_fft * 1e3:.0f} ms | {t_query / t_fft:.1f}x |")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--large", action="store_true", help="heavier grid (T up to 1e6)")
-    parser.add_argument("--family", choices=["rdp", "pld", "all"], default="all")
+    parser.add_argument("--family", choices=["rdp", "pld", "fft", "all"], default="all")
     parser.add_argument("--output", help="also write the report to this file")
     args = parser.parse_args()
     cases = LARGE if args.large else DEFAULT
@@ -141,6 +225,10 @@ def main() -> None:
         lines += calibration_table(libraries) + [""]
     if args.family in ("pld", "all"):
         lines += family_table("pld", cases, libraries, PLD_REL) + [""]
+        lines += pld_floor_table(cases) + [""]
+        lines += pld_calibration_table(libraries) + [""]
+    if args.family in ("fft", "all"):
+        lines += fft_table([2**k for k in range(12, 23, 2)]) + [""]
     report = "\n".join(lines)
     print(report)
     if args.output:

@@ -21,7 +21,8 @@ class Plan {
  private:
   void transform(std::vector<std::complex<double>>& data, bool inverse) const;
   std::size_t n_;
-  std::vector<std::complex<double>> twiddles_;  // exp(-2 pi i k / n), k < n/2
+  std::vector<std::complex<double>> twiddles_;        // exp(-2 pi i k / n), k < n/2
+  std::vector<std::complex<double>> stage_twiddles_;  // per stage len: exp(-2 pi i k / len), k < len/2
   std::vector<std::size_t> bit_reversed_;
 };
 
