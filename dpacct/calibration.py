@@ -19,6 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpacct import _check
+from dpacct.api import build_accountant
 from dpacct.api import epsilon as _epsilon
 from dpacct.rdp import OrderGridWarning
 
@@ -89,7 +90,9 @@ def calibrate(
     rtol : float
         Relative width of the final bracket for continuous unknowns (in ``(0, 0.1]``).
         The returned value is the safe end, so it is at most ``rtol`` (relative)
-        more conservative than the exact solution.
+        more conservative than the exact solution. With ``accountant="pld"`` the
+        noise multiplier is resolved to ``max(rtol, 1e-3)``: finer than that, the
+        PLD grid's own error (about 0.5% of epsilon) dominates.
 
     Returns
     -------
@@ -151,7 +154,9 @@ def calibrate(
         if q == 0.0 or t == 0:
             msg = "noise_multiplier cannot be calibrated when sampling_probability or steps is 0 (epsilon is 0 for any noise)"
             raise ValueError(msg)
-        account(1.0, q, t)  # validates accountant/sampler/options before the search
+        # Validates accountant/sampler/options before the search (builds, computes nothing).
+        build_accountant(noise_multiplier=1.0, sampling_probability=q, steps=t, accountant=accountant,
+                         sampler=sampler, **options)
         if accountant in ("rdp", "pld") and sampler == "poisson" and not options:
             sigma, achieved = _guided_noise_multiplier(account, q, t, d, target, tol, accountant, counter)
         else:
@@ -233,8 +238,79 @@ def _guided_noise_multiplier(
         window = DEFAULT_ORDERS[(DEFAULT_ORDERS >= order / 1.5) & (DEFAULT_ORDERS <= order * 1.5)]
         sigma, _ = _smallest_safe_below(lambda s: rdp_epsilon(s, window), target, guide, tol)
     else:
-        sigma, _ = _smallest_safe_below(lambda s: account(s, q, t), target, guide, tol)
+        tol = max(tol, _PLD_MIN_RTOL)
+        unsafe, safe = _pld_bracket(q, t, delta, target, guide, counter)
+        f_safe = account(safe, q, t)
+        if f_safe > target:  # the default grid is looser than a coarse one here: search from the guide
+            sigma, _ = _smallest_safe_below(lambda s: account(s, q, t), target, guide, tol)
+        elif unsafe is None:
+            sigma, _ = _smallest_safe_below(lambda s: account(s, q, t), target, safe, tol)
+        else:
+            # The coarse upper bound at the proven-unsafe end stands in for its value: the
+            # end is unsafe by a certified lower bound, and the value only steers the probes.
+            sigma, f_sigma = _root_in_log(lambda s: account(s, q, t), target, unsafe[0], safe,
+                                          unsafe[1], f_safe, tol)
+            return sigma, f_sigma
     return sigma, account(sigma, q, t)
+
+
+# Accuracies of the cheap PLD probes that narrow the bracket before the default grid is used.
+_PLD_PROBE_ACCURACIES = (0.1, 0.03, 0.01)
+# The PLD bracket is not narrowed below this relative width: the default grid's own error
+# (about 0.5% of epsilon) dominates there, and every probe is a full PLD evaluation.
+_PLD_MIN_RTOL = 1e-3
+
+
+def _pld_bracket(
+    q: float, t: int, delta: float, target: float, safe: float, counter: _Counter
+) -> tuple[tuple[float, float] | None, float]:
+    """Narrow ``[unsafe, safe]`` for the PLD noise multiplier with cheap, coarse-grid probes.
+
+    A coarse PLD still gives certified bounds, only wider: a probe whose upper bound
+    meets the target proves its noise multiplier safe, and one whose lower bound
+    exceeds the target proves it unsafe for every accountant (the true epsilon is
+    above the target). Undecided probes split the bracket where it is proven. Each
+    accuracy level costs a fraction of a default-grid evaluation (the FFT size scales
+    like 1/accuracy), so only the last few probes of the search pay the full price.
+    Returns ``((unsafe, its coarse upper bound) or None, safe)``; ``safe`` is certified by
+    a coarse upper bound.
+    """
+    from dpacct.pld import PLDAccountant
+
+    def bounds(sigma: float, accuracy: float) -> tuple[float, float]:
+        counter.calls += 1
+        acct = PLDAccountant(relative_accuracy=accuracy).step(
+            noise_multiplier=sigma, sampling_probability=q, count=t
+        )
+        lower, upper = acct.epsilon_bounds(delta)
+        return float(lower), float(upper)
+
+    unsafe: tuple[float, float] | None = None
+    for accuracy in _PLD_PROBE_ACCURACIES:
+        if unsafe is None:  # find a proven-unsafe lower end below the safe one
+            x = safe
+            while x > _SIGMA_RANGE[0]:
+                x *= 1.0 - 4.0 * accuracy
+                lower, upper = bounds(x, accuracy)
+                if lower > target:
+                    unsafe = (x, upper)
+                    break
+                if upper <= target:
+                    safe = x
+            if unsafe is None:
+                return None, safe
+        # Bisect in log sigma while the probes can still decide (about 8 halvings of a bracket
+        # a few accuracies wide); an undecided probe ends this level.
+        for _ in range(8):
+            mid = math.sqrt(unsafe[0] * safe)
+            lower, upper = bounds(mid, accuracy)
+            if upper <= target:
+                safe = mid
+            elif lower > target:
+                unsafe = (mid, upper)
+            else:
+                break
+    return unsafe, safe
 
 
 def _smallest_safe_below(

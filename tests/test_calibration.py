@@ -53,3 +53,20 @@ def test_unreachable_budgets_raise() -> None:
         dpacct.calibrate(epsilon=1.0, delta=1e-5, steps=10)
     with pytest.raises(ValueError, match="cannot be calibrated when sampling_probability or steps is 0"):
         dpacct.calibrate(epsilon=1.0, delta=1e-5, sampling_probability=0.01, steps=0)
+
+
+@pytest.mark.parametrize("target", [1.0, 3.0])
+def test_pld_noise_calibration_meets_budget_and_is_near_the_smallest_certified_sigma(target: float) -> None:
+    """PLD calibration meets the budget, beats RDP's sigma, and 0.3% less noise no longer certifies the target."""
+    q, steps, delta = 256 / 60000, 10_000, 1e-5
+    result = dpacct.calibrate(epsilon=target, delta=delta, sampling_probability=q, steps=steps, accountant="pld")
+    assert result.epsilon <= target
+    again = dpacct.epsilon(noise_multiplier=result.noise_multiplier, sampling_probability=q, steps=steps,
+                           delta=delta, accountant="pld")
+    assert again == result.epsilon  # the reported epsilon is the accountant's, re-computed
+    rdp_sigma = dpacct.calibrate(epsilon=target, delta=delta, sampling_probability=q, steps=steps).noise_multiplier
+    assert result.noise_multiplier < rdp_sigma
+    # The solver resolves sigma to 0.1% (calibration._PLD_MIN_RTOL); 0.3% less noise must fail the budget.
+    smaller = dpacct.epsilon(noise_multiplier=result.noise_multiplier * (1 - 3e-3), sampling_probability=q,
+                             steps=steps, delta=delta, accountant="pld")
+    assert smaller > target
