@@ -1,0 +1,36 @@
+import numpy as np
+from numpy.typing import NDArray
+
+def from_cells(
+    log_p: NDArray[np.float64],
+    log_q: NDArray[np.float64],
+    log_ratio_at_edges: NDArray[np.float64] | None,
+    discretization: float,
+    pessimistic: bool,
+    max_size: int,
+) -> tuple[int, NDArray[np.float64], float]: ...
+
+class Composed:
+    def __init__(
+        self,
+        groups: list[tuple[int, NDArray[np.float64], float, float]],
+        discretization: float,
+        pessimistic: bool,
+        max_size: int,
+    ) -> None: ...
+    def delta(self, epsilon: NDArray[np.float64]) -> NDArray[np.float64]: ...
+    def epsilon(self, delta: NDArray[np.float64]) -> NDArray[np.float64]: ...
+    @property
+    def offset(self) -> int: ...
+    @property
+    def mass(self) -> NDArray[np.float64]: ...
+    @property
+    def infinity_mass(self) -> float: ...
+    @property
+    def error_l2(self) -> float: ...
+    @property
+    def fft_size(self) -> int: ...
+    @property
+    def tail_low(self) -> float: ...
+    @property
+    def tail_high(self) -> float: ...
