@@ -104,7 +104,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import optimize, special
 
-from dpacct import _check, gaussian
+from dpacct import _check, _core, gaussian
 
 __all__ = [
     "ConjecturedEpsilon",
@@ -154,6 +154,14 @@ class ConjecturedEstimate:
     kind : str
         Always ``"conjectured (Chua et al. 2024, Conjecture 3.2), Monte-Carlo
         estimate, not a certified bound"``.
+    mc_lower, mc_upper : float
+        The Monte-Carlo confidence interval before that intersection (for judging
+        the sampler itself).
+    clipped : bool
+        Whether the estimate or interval was moved into the certified range
+        ``[threshold-event lower bound, Gaussian curve]`` (which contains the
+        conjectured value); if the Monte-Carlo interval missed that range entirely,
+        the range itself is reported.
     """
 
     estimate: float
@@ -166,6 +174,9 @@ class ConjecturedEstimate:
     interval: str
     direction: str
     kind: str = KIND
+    mc_lower: float = math.nan
+    mc_upper: float = math.nan
+    clipped: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -454,9 +465,14 @@ def delta_shuffle_conjectured_mc(
               \max\{H_\varepsilon(P_S\|Q_S), H_\varepsilon(Q_S\|P_S)\},\quad
               H_\varepsilon(P\|Q) = E_{w \sim P}[(1 - e^{\varepsilon - L(w)})_+]
 
-    Certified brackets, for comparison: the conjectured value is at most the
-    Gaussian curve with ``noise_multiplier`` (joint convexity of the hockey-stick
-    divergence) and at least the threshold lower bound of Chua et al.
+    Certified brackets: the conjectured value is at most the Gaussian curve with
+    ``noise_multiplier`` (joint convexity of the hockey-stick divergence) and, in the
+    ``(P_S, Q_S)`` direction, at least the threshold lower bound of Chua et al. The
+    reported estimate and interval are intersected with that range (``clipped`` says
+    when this changed them; ``mc_lower``/``mc_upper`` keep the raw Monte-Carlo
+    interval). With few contributing samples and heavy importance weights (large
+    ``steps`` with ``noise_multiplier`` above ~1) the raw normal interval can miss
+    the truth; the clip keeps the reported one honest there.
 
     References
     ----------
@@ -466,8 +482,10 @@ def delta_shuffle_conjectured_mc(
     Examples
     --------
     >>> r = delta_shuffle_conjectured_mc(noise_multiplier=1.0, steps=1, epsilon=1.0, samples=20_000)
-    >>> r.lower < 0.1269 < r.upper  # T = 1 is the Gaussian curve, 0.126937
+    >>> r.mc_lower < 0.1269 < r.mc_upper  # T = 1 is the Gaussian curve, 0.126937
     True
+    >>> round(r.lower, 4), round(r.upper, 4)  # clipped to the certified range, exact here
+    (0.1269, 0.1269)
     >>> r.kind.startswith("conjectured")
     True
     """
@@ -488,17 +506,44 @@ def delta_shuffle_conjectured_mc(
         mean, lo, hi, se = _interval(values, level, interval_)
         results.append((mean, lo, hi, se, int(np.count_nonzero(values)), name))
     best = max(results, key=lambda r: r[0])
+    # The conjectured value lies in a certified range: at most the Gaussian curve (joint
+    # convexity of the hockey-stick divergence over the mixture) and, for the (P_S, Q_S)
+    # direction, at least the threshold-event bound of Chua et al. Intersecting the
+    # interval with it cannot lose coverage; where the Monte-Carlo interval misses the
+    # range altogether (heavy importance weights, few hits), the range itself is reported.
+    low_cert, high_cert = _certified_range(sigma, steps_, eps, "pq" in wanted)
+    mc_lower = max(r[1] for r in results)
+    mc_upper = max(r[2] for r in results)
+    lower = max(mc_lower, low_cert)
+    upper = min(mc_upper, high_cert)
+    clipped = lower != mc_lower or upper != mc_upper or not low_cert <= best[0] <= high_cert
+    if lower > upper:
+        lower, upper = low_cert, high_cert
     return ConjecturedEstimate(
-        estimate=best[0],
-        lower=max(r[1] for r in results),
-        upper=max(r[2] for r in results),
+        estimate=min(max(best[0], low_cert), high_cert),
+        lower=lower,
+        upper=upper,
         standard_error=best[3],
         samples=n,
         hits=best[4],
         confidence=conf,
         interval=interval_,
         direction=best[5],
+        mc_lower=mc_lower,
+        mc_upper=mc_upper,
+        clipped=clipped,
     )
+
+
+def _certified_range(sigma: float, steps: int, epsilon: float, forward: bool) -> tuple[float, float]:
+    """``(threshold-event lower bound or 0, Gaussian curve)``: certified bounds on the conjectured delta."""
+    high = float(gaussian.delta_for_epsilon(noise_multiplier=sigma, epsilon=epsilon))
+    if not forward:  # the threshold events bound the (P_S, Q_S) direction only
+        return 0.0, high
+    log_low, _ = _core.ablq.log_delta_lower(sigma, float(steps), np.array([epsilon]))
+    with np.errstate(under="ignore"):  # a lower bound that underflows to 0 is still one
+        low = float(np.exp(log_low[0]))
+    return min(low, high), high
 
 
 def _slope(sample: _Sample, epsilon: float) -> float:
