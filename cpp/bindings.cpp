@@ -6,11 +6,15 @@
 #include <pybind11/stl.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <tuple>
 
+#include "dpacct/ablq.hpp"
 #include "dpacct/fft.hpp"
 #include "dpacct/gaussian.hpp"
 #include "dpacct/pld.hpp"
+#include "dpacct/pld_discrete.hpp"
 #include "dpacct/rdp.hpp"
 
 namespace py = pybind11;
@@ -66,6 +70,56 @@ py::tuple convert_rdp(const Array& orders, const Array& rdp, const Array& target
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "dpacct numeric core (C++). Use the Python API in dpacct instead.";
+
+  auto ablq = m.def_submodule("ablq", "Shuffled-batch ABLQ kernels (see dpacct.ablq).");
+  ablq.def(
+      "log_event",
+      [](double noise_multiplier, double steps, const Array& threshold) {
+        dpacct::ablq::log_event(noise_multiplier, steps, 0.0);  // validate before releasing the GIL
+        Array log_p(threshold.request().shape);
+        Array log_q(threshold.request().shape);
+        const double* c = threshold.data();
+        double* p = log_p.mutable_data();
+        double* q = log_q.mutable_data();
+        const auto n = static_cast<std::size_t>(threshold.size());
+        for (std::size_t i = 0; i < n; ++i) {
+          const auto event = dpacct::ablq::log_event(noise_multiplier, steps, c[i]);
+          p[i] = event.log_p;
+          q[i] = event.log_q;
+        }
+        return py::make_tuple(log_p, log_q);
+      },
+      "noise_multiplier"_a, "steps"_a, "threshold"_a, "(log P_S(E_C), log Q_S(E_C)); see dpacct.ablq.");
+  ablq.def(
+      "log_delta_lower",
+      [](double noise_multiplier, double steps, const Array& epsilon) {
+        Array thresholds(epsilon.request().shape);
+        double* c = thresholds.mutable_data();
+        std::size_t i = 0;
+        Array out = map_array(epsilon, [&](double e) {
+          const auto best = dpacct::ablq::log_delta_lower(noise_multiplier, steps, e);
+          c[i++] = best.threshold;
+          return best.value;
+        });
+        return py::make_tuple(out, thresholds);
+      },
+      "noise_multiplier"_a, "steps"_a, "epsilon"_a,
+      "(log delta lower bound, maximising C) per epsilon; see dpacct.ablq.delta_shuffle_lower.");
+  ablq.def(
+      "epsilon_lower",
+      [](double noise_multiplier, double steps, const Array& delta) {
+        Array thresholds(delta.request().shape);
+        double* c = thresholds.mutable_data();
+        std::size_t i = 0;
+        Array out = map_array(delta, [&](double d) {
+          const auto best = dpacct::ablq::epsilon_lower(noise_multiplier, steps, d);
+          c[i++] = best.threshold;
+          return best.value;
+        });
+        return py::make_tuple(out, thresholds);
+      },
+      "noise_multiplier"_a, "steps"_a, "delta"_a,
+      "(epsilon lower bound, maximising C) per delta; see dpacct.ablq.epsilon_shuffle_lower.");
 
   auto gaussian = m.def_submodule("gaussian", "Gaussian mechanism kernels (see dpacct.gaussian).");
   gaussian.def(
@@ -192,4 +246,69 @@ PYBIND11_MODULE(_core, m) {
       },
       "spectrum"_a, "Unnormalised inverse of rfft (test hook).");
   pld.def("fft_error_bound", &dpacct::fft::error_bound, "size"_a, "Relative 2-norm error bound of one FFT.");
+
+  auto pld_discrete = m.def_submodule("pld_discrete", "Generic discrete PLD kernels (see dpacct.pld_discrete).");
+  pld_discrete.def(
+      "from_cells",
+      [](const Array& log_p, const Array& log_q, const std::optional<Array>& log_ratio_at_edges,
+         double discretization, bool pessimistic, std::size_t max_size) {
+        if (log_p.ndim() != 1 || log_q.ndim() != 1 || log_p.size() != log_q.size()) {
+          throw std::invalid_argument("log_p and log_q must be 1-d arrays of the same length");
+        }
+        const auto n = static_cast<std::size_t>(log_p.size());
+        const double* ratio = nullptr;
+        if (log_ratio_at_edges) {
+          if (log_ratio_at_edges->ndim() != 1 || static_cast<std::size_t>(log_ratio_at_edges->size()) + 1 != n) {
+            throw std::invalid_argument("log_ratio_at_edges must be a 1-d array with one entry fewer than log_p");
+          }
+          ratio = log_ratio_at_edges->data();
+        }
+        dpacct::pld_discrete::Pmf pmf;
+        {
+          py::gil_scoped_release release;
+          pmf = dpacct::pld_discrete::from_cells(log_p.data(), log_q.data(), n, ratio, discretization, pessimistic,
+                                                 max_size);
+        }
+        return py::make_tuple(pmf.offset, Array(static_cast<py::ssize_t>(pmf.mass.size()), pmf.mass.data()),
+                              pmf.infinity_mass);
+      },
+      "log_p"_a, "log_q"_a, "log_ratio_at_edges"_a, "discretization"_a, "pessimistic"_a, "max_size"_a,
+      "(offset, mass, infinity_mass) of one step; see dpacct.pld_discrete.DiscretePLD.from_cells.");
+  py::class_<dpacct::pld_discrete::Composed>(pld_discrete, "Composed",
+                                             "A composed discrete PLD; see dpacct.pld_discrete.DiscretePLD.")
+      .def(py::init([](const std::vector<std::tuple<long, Array, double, double>>& groups, double discretization,
+                       bool pessimistic, std::size_t max_size) {
+             std::vector<dpacct::pld_discrete::Group> g;
+             for (const auto& [offset, mass, infinity_mass, count] : groups) {
+               if (mass.ndim() != 1) throw std::invalid_argument("each group's mass must be a 1-d array");
+               dpacct::pld_discrete::Pmf pmf{offset, std::vector<double>(mass.data(), mass.data() + mass.size()),
+                                             infinity_mass};
+               g.push_back({std::move(pmf), count});
+             }
+             py::gil_scoped_release release;
+             return new dpacct::pld_discrete::Composed(g, discretization, pessimistic, max_size);
+           }),
+           "groups"_a, "discretization"_a, "pessimistic"_a, "max_size"_a)
+      .def(
+          "delta",
+          [](const dpacct::pld_discrete::Composed& self, const Array& epsilon) {
+            return map_array(epsilon, [&](double e) { return self.delta(e); });
+          },
+          "epsilon"_a, "Certified bound on delta(epsilon); see dpacct.pld_discrete.DiscretePLD.get_delta.")
+      .def(
+          "epsilon",
+          [](const dpacct::pld_discrete::Composed& self, const Array& delta) {
+            return map_array(delta, [&](double d) { return self.epsilon(d); });
+          },
+          "delta"_a, "Certified bound on epsilon(delta); see dpacct.pld_discrete.DiscretePLD.get_epsilon.")
+      .def_property_readonly("offset", &dpacct::pld_discrete::Composed::offset)
+      .def_property_readonly("mass",
+                             [](const dpacct::pld_discrete::Composed& self) {
+                               return Array(static_cast<py::ssize_t>(self.mass().size()), self.mass().data());
+                             })
+      .def_property_readonly("infinity_mass", &dpacct::pld_discrete::Composed::infinity_mass)
+      .def_property_readonly("error_l2", &dpacct::pld_discrete::Composed::error_l2)
+      .def_property_readonly("fft_size", &dpacct::pld_discrete::Composed::fft_size)
+      .def_property_readonly("tail_low", &dpacct::pld_discrete::Composed::tail_low)
+      .def_property_readonly("tail_high", &dpacct::pld_discrete::Composed::tail_high);
 }

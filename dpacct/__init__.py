@@ -15,6 +15,9 @@ except ImportError as error:  # pragma: no cover - exercised only on a broken in
     raise ImportError(msg) from error
 
 from dpacct import gaussian, pld, rdp
+from dpacct import ablq
+from dpacct.ablq import compare_samplers
+from dpacct import composition, schedules, zcdp
 from dpacct.accountant import (
     Accountant,
     UnsupportedMechanismError,
@@ -22,11 +25,12 @@ from dpacct.accountant import (
     make_accountant,
     register_accountant,
 )
-from dpacct.api import SAMPLERS, build_accountant, delta, epsilon
+from dpacct.api import SAMPLERS, PoissonAssumptionWarning, build_accountant, delta, epsilon
 from dpacct.calibration import CalibrationResult, calibrate
 from dpacct.mechanisms import GaussianMechanism, PoissonSampledGaussianMechanism
 from dpacct.pld import PLDAccountant
 from dpacct.rdp import OrderGridWarning, RDPAccountant
+from dpacct.zcdp import ZCDPAccountant
 
 try:
     __version__ = version("dpacct")
@@ -40,14 +44,19 @@ __all__ = [
     "GaussianMechanism",
     "OrderGridWarning",
     "PLDAccountant",
+    "PoissonAssumptionWarning",
     "PoissonSampledGaussianMechanism",
     "RDPAccountant",
     "UnsupportedMechanismError",
+    "ZCDPAccountant",
     "__version__",
     "_core",
+    "ablq",
     "available_accountants",
     "build_accountant",
     "calibrate",
+    "compare_samplers",
+    "composition",
     "delta",
     "epsilon",
     "gaussian",
@@ -55,4 +64,6 @@ __all__ = [
     "pld",
     "rdp",
     "register_accountant",
+    "schedules",
+    "zcdp",
 ]

@@ -99,3 +99,122 @@ def test_extreme_valid_inputs_work() -> None:
     eps = dpacct.epsilon(noise_multiplier=0.2, sampling_probability=0.5, steps=1000, delta=1e-5)
     assert math.isfinite(eps) and eps > 0
     assert 0 < dpacct.epsilon(noise_multiplier=1.0, sampling_probability=1e-8, steps=100, delta=1e-5) < 1.0
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda: dpacct.zcdp.rho_to_epsilon(rho=-1.0, delta=1e-5), ValueError, r"^rho must be finite and >= 0, got -1\.0$"),
+        (lambda: dpacct.zcdp.rho_to_epsilon(rho=1.0, delta=0.0), ValueError, r"^delta must be in \(0, 1\), got 0\.0$"),
+        (lambda: dpacct.zcdp.rho_to_epsilon(rho=1.0, delta=1e-5, conversion="x"), ValueError,
+         r"^conversion must be one of 'rdp', 'simple', got 'x'$"),
+        (lambda: dpacct.zcdp.rho_to_delta(rho=math.inf, epsilon=1.0), ValueError, r"^rho must be finite and >= 0, got inf$"),
+        (lambda: dpacct.zcdp.gaussian_rho(noise_multiplier=0.0), ValueError,
+         r"^noise_multiplier must be finite and > 0, got 0\.0$"),
+        (lambda: dpacct.ZCDPAccountant().compose_rho(math.nan), ValueError, r"^rho must be finite and >= 0, got nan$"),
+        (lambda: dpacct.ZCDPAccountant().compose_pure_dp(-1.0), ValueError, r"^epsilon must be finite and >= 0, got -1\.0$"),
+        (lambda: dpacct.ZCDPAccountant().compose_exponential_mechanism(1.0, count=-2), ValueError,
+         r"^count must be an integer >= 0, got -2$"),
+        (lambda: dpacct.zcdp.random_reshuffling_rho([[1.0, -2.0]]), ValueError,
+         r"^noise_multiplier must be finite and > 0, got -2\.0 in epoch 0$"),
+        (lambda: dpacct.zcdp.random_reshuffling_rho(3.0), TypeError, r"^epochs must be a sequence"),
+        (lambda: dpacct.zcdp.shuffled_epochs_epsilon(noise_multiplier=1.0, epochs=-1, delta=1e-5), ValueError,
+         r"^epochs must be an integer >= 0, got -1$"),
+        (lambda: dpacct.zcdp.random_sampling_epsilon_heuristic(noise_multiplier=1.0, sampling_probability=1.5, steps=1,
+                                                                delta=1e-5), ValueError,
+         r"^sampling_probability must be in \[0, 1\], got 1\.5$"),
+        (lambda: dpacct.zcdp.random_sampling_epsilon_heuristic(noise_multiplier=[1.0, 2.0], sampling_probability=0.01,
+                                                                steps=[1, 2, 3], delta=1e-5), ValueError,
+         r"^noise_multiplier, sampling_probability and steps must broadcast together"),
+        (lambda: dpacct.schedules.TimeBased(initial_noise_multiplier=10.0, decay=-0.1), ValueError,
+         r"^decay must be finite and >= 0, got -0\.1$"),
+        (lambda: dpacct.schedules.Step(initial_noise_multiplier=10.0, decay=0.5, period=0), ValueError,
+         r"^period must be an integer >= 1, got 0$"),
+        (lambda: dpacct.schedules.Polynomial(initial_noise_multiplier=1.0, final_noise_multiplier=2.0, decay=1.0,
+                                             period=5), ValueError,
+         r"^final_noise_multiplier must be <= initial_noise_multiplier = 1\.0, got 2\.0$"),
+        (lambda: dpacct.schedules.ValidationBased(initial_noise_multiplier=1.0, decay=1.0), ValueError,
+         r"^decay must be in \(0, 1\) for the validation-based schedule, got 1\.0$"),
+        (lambda: dpacct.schedules.Uniform(initial_noise_multiplier=1.0).noise_multiplier(-1), ValueError,
+         r"^epoch must be an integer >= 0, got -1$"),
+        (lambda: dpacct.schedules.allocate_budget(dpacct.schedules.Uniform(initial_noise_multiplier=1.0), rho_total=0.0),
+         ValueError, r"^rho_total must be finite and > 0, got 0\.0$"),
+        (lambda: dpacct.schedules.allocate_budget("abc", rho_total=1.0), TypeError, r"^schedule must be a Schedule"),
+        (lambda: dpacct.schedules.allocate_budget([1.0, math.nan], rho_total=1.0), ValueError,
+         r"^noise multipliers must be finite and >= 0, got nan at epoch 1$"),
+        (lambda: dpacct.schedules.allocate_budget_epsilon([1.0], epsilon=1.0, delta=1e-5, accountant="nope"),
+         ValueError, r"^accountant must be one of"),
+        (lambda: dpacct.schedules.solve_decay("uniform", initial_noise_multiplier=1.0, rho_total=1.0, target_epochs=2),
+         ValueError, r"^kind must be one of 'time', 'exponential', 'step', 'polynomial', got 'uniform'$"),
+        (lambda: dpacct.schedules.solve_decay("time", initial_noise_multiplier=1.0, rho_total=1.0, target_epochs=0),
+         ValueError, r"^target_epochs must be an integer >= 1, got 0$"),
+        (lambda: dpacct.composition.advanced_composition(epsilon=1.0, delta=0.0, count=3, delta_slack=0.0), ValueError,
+         r"^delta_slack must be in \(0, 1\), got 0\.0$"),
+        (lambda: dpacct.composition.basic_composition(epsilon=1.0, delta=1.5, count=3), ValueError,
+         r"^delta must be in \[0, 1\], got 1\.5$"),
+        (lambda: dpacct.composition.optimal_composition_delta(epsilon=-1.0, delta=0.0, count=3, total_epsilon=1.0),
+         ValueError, r"^epsilon must be finite and >= 0, got -1\.0$"),
+        (lambda: dpacct.composition.optimal_composition_epsilon(epsilon=1.0, delta=0.0, count=3, total_delta=1.0),
+         ValueError, r"^delta must be in \(0, 1\), got 1\.0$"),
+        (lambda: dpacct.composition.poisson_subsampling(epsilon=1.0, delta=0.0, sampling_probability=2.0), ValueError,
+         r"^sampling_probability must be in \[0, 1\], got 2\.0$"),
+        (lambda: dpacct.composition.dpd_ac_noise_multiplier(epsilon=1.0, delta=1e-5, steps=0, sampling_probability=0.1),
+         ValueError, r"^steps must be an integer >= 1, got 0$"),
+        (lambda: dpacct.composition.dpd_zcdp_noise_multiplier(epsilon=1.0, delta=1e-5, steps=10,
+                                                              sampling_probability=0.1, accounting="moments"),
+         ValueError, r"^accounting must be one of 'random_reshuffling', 'heuristic_random_sampling', got 'moments'$"),
+        (lambda: dpacct.composition.dropout_rates(noise_multiplier=1.0, clip_norm=0.0, weights=[1.0]), ValueError,
+         r"^clip_norm must be finite and > 0, got 0\.0$"),
+        (lambda: dpacct.composition.dropout_rates(noise_multiplier=1.0, clip_norm=1.0, weights=[1.0, math.inf]),
+         ValueError, r"^weights must all be finite, got inf$"),
+        (lambda: dpacct.composition.dropout_rates(noise_multiplier=1.0, clip_norm=1.0, weights="w"), TypeError,
+         r"^weights must be a real number or an array of them, got str$"),
+    ],
+)
+def test_zcdp_schedules_composition_reject(call: Any, error: type[Exception], message: str) -> None:
+    """zCDP, schedule and composition entry points name the parameter, the allowed range and the value."""
+    with pytest.raises(error, match=message):
+        call()
+
+
+def test_zcdp_extreme_valid_inputs_work() -> None:
+    """Tiny and huge rho, delta = 1e-300 and k = 10^5 optimal composition give finite, non-NaN answers."""
+    for rho in (1e-300, 1e-12, 1e6):
+        for d in (1e-300, 0.5):
+            value = dpacct.zcdp.rho_to_epsilon(rho=rho, delta=d)
+            assert math.isfinite(value) and value >= 0
+    assert 0.0 <= dpacct.zcdp.rho_to_delta(rho=1e6, epsilon=1e3) <= 1.0
+    big = dpacct.composition.optimal_composition_delta(epsilon=0.001, delta=1e-12, count=100_000, total_epsilon=0.5)
+    assert 0.0 < big < 1.0
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda: dpacct.epsilon(**GOOD, sampler="shuffle", assume_poisson=1), TypeError,
+         r"^assume_poisson must be a bool, got int$"),
+        (lambda: dpacct.epsilon(**GOOD, sampler="deterministic", assume_poisson=True), ValueError,
+         r"^assume_poisson applies only to sampler='shuffle', got sampler='deterministic'$"),
+        (lambda: dpacct.epsilon(**{**GOOD, "sampling_probability": 1.5}, sampler="shuffle"), ValueError,
+         r"^sampling_probability must be in \[0, 1\], got 1\.5$"),
+        (lambda: dpacct.epsilon(**{**GOOD, "steps": -1}, sampler="deterministic"), ValueError,
+         r"^steps must be an integer >= 0, got -1$"),
+        (lambda: dpacct.compare_samplers(noise_multiplier=0.0, steps=10, delta=1e-5), ValueError,
+         r"^noise_multiplier must be finite and > 0, got 0\.0$"),
+        (lambda: dpacct.compare_samplers(noise_multiplier=1.0, steps=10, delta=1.0), ValueError,
+         r"^delta must be in \(0, 1\), got 1\.0$"),
+        (lambda: dpacct.compare_samplers(noise_multiplier=1.0, steps=10, epochs=0, epsilon=1.0), ValueError,
+         r"^epochs must be an integer >= 1, got 0$"),
+        (lambda: dpacct.ablq.epsilon_shuffle_lower(noise_multiplier=1.0, steps=10, delta=[1e-5, 0.0]), ValueError,
+         r"^delta must be in \(0, 1\), got 0\.0 at index 1$"),
+        (lambda: dpacct.ablq.epsilon_poisson_bounds(noise_multiplier=1.0, steps=True, delta=1e-5), TypeError,
+         r"^steps must be an integer, got bool$"),
+        (lambda: dpacct.api.shuffle_epsilon_details(noise_multiplier=1.0, sampling_probability=0.1, steps=10,
+                                                    delta=math.nan), ValueError,
+         r"^delta must be in \(0, 1\), got nan$"),
+    ],
+)
+def test_sampler_entry_points_reject(call: Any, error: type[Exception], message: str) -> None:
+    """The sampler-aware API (samplers, assume_poisson, dpacct.ablq) rejects bad input with the documented wording."""
+    with pytest.raises(error, match=message):
+        call()
