@@ -52,7 +52,9 @@ def participations(*, sampling_probability: float, steps: int) -> int:
 
     Each record is in exactly one batch per epoch of ``1/q`` steps, so ``steps`` steps
     touch it at most ``ceil(steps * q)`` times (a partial epoch may still include it).
-    The ``1e-9`` absorbs round-off in ``steps * q`` (``0.1 * 30`` is ``3.0000000000000004``).
+    The relative ``1e-15`` absorbs round-off in ``steps * q`` (``0.1 * 30`` is
+    ``3.0000000000000004``), far below any real fractional epoch: with ``q = b/n`` the
+    fraction ``steps * q - k`` is 0 or at least ``1/n``, i.e. relative ``1/(k n)``.
 
     Examples
     --------
@@ -61,7 +63,7 @@ def participations(*, sampling_probability: float, steps: int) -> int:
     """
     q = _check.probability("sampling_probability", sampling_probability)
     t = _check.count("steps", steps)
-    return max(0, math.ceil(t * q - 1e-9))
+    return max(0, math.ceil(t * q * (1.0 - 1e-15)))
 
 
 def build_accountant(

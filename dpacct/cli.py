@@ -20,7 +20,7 @@ from typing import Any
 
 from dpacct import _check, gaussian, zcdp
 from dpacct.accountant import available_accountants
-from dpacct.api import SAMPLERS, PoissonAssumptionWarning, build_accountant
+from dpacct.api import SAMPLERS, PoissonAssumptionWarning, build_accountant, participations
 from dpacct.calibration import calibrate
 from dpacct.schedules import SCHEDULES, allocate_budget, make_schedule, solve_decay
 
@@ -276,8 +276,8 @@ def _run_zcdp(args: argparse.Namespace, q: float, steps: int, extra: dict[str, A
         return report
     if extra:  # exact integer arithmetic when the batch and dataset sizes are known
         epochs = -(-steps * extra["batch_size"] // extra["dataset_size"])
-    else:  # q from the command line is a decimal: absorb its representation error (1e-12 relative)
-        epochs = math.ceil(steps * q * (1.0 - 1e-12))
+    else:  # the same count as the one-call API's shuffle/deterministic accounting
+        epochs = participations(sampling_probability=q, steps=steps)
     report["epochs"] = epochs
     if args.command == "epsilon":
         r = zcdp.shuffled_epochs_epsilon(noise_multiplier=sigma, epochs=epochs, delta=_check.delta(args.delta))
