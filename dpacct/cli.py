@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import warnings
 from collections.abc import Sequence
@@ -409,7 +410,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, TypeError) as error:
         print(f"dpacct: error: {error}", file=sys.stderr)
         return 2
-    _print(report, args.json)
+    try:
+        _print(report, args.json)
+    except BrokenPipeError:  # `dpacct ... | head`: the reader left; not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
     return 0
 
 
