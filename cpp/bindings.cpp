@@ -186,7 +186,7 @@ PYBIND11_MODULE(_core, m) {
            "groups"_a, "direction"_a, "discretization"_a, "tilt"_a, "max_size"_a)
       .def(
           "delta_bounds",
-          [](const dpacct::pld::ComposedPld& self, const Array& epsilon, double beta) {
+          [](const dpacct::pld::ComposedPld& self, const Array& epsilon) {
             Array lower(epsilon.request().shape);
             Array upper(epsilon.request().shape);
             const double* e = epsilon.data();
@@ -195,15 +195,14 @@ PYBIND11_MODULE(_core, m) {
             const auto n = static_cast<std::size_t>(epsilon.size());
             {
               py::gil_scoped_release release;
-              for (std::size_t i = 0; i < n; ++i) self.delta_bounds(e[i], beta, &lo[i], &up[i]);
+              for (std::size_t i = 0; i < n; ++i) self.delta_bounds(e[i], &lo[i], &up[i]);
             }
             return py::make_tuple(lower, upper);
           },
-          "epsilon"_a, "beta"_a, "(lower, upper) bounds on delta(epsilon) for this direction.")
-      .def("hoeffding_width", &dpacct::pld::ComposedPld::hoeffding_width, "beta"_a)
+          "epsilon"_a, "(lower, upper) bounds on delta(epsilon) for this direction.")
       .def_property_readonly("window_low", &dpacct::pld::ComposedPld::window_low)
       .def_property_readonly("window_high", &dpacct::pld::ComposedPld::window_high)
-      .def_property_readonly("mean_shift", &dpacct::pld::ComposedPld::mean_shift)
+      .def_property_readonly("discretization", &dpacct::pld::ComposedPld::discretization)
       .def_property_readonly("size", &dpacct::pld::ComposedPld::size);
   pld.def(
       "fft",

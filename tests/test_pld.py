@@ -67,12 +67,18 @@ def test_agrees_with_stored_peer_outputs() -> None:
 
 
 def test_chua_et_al_poisson_reference_values() -> None:
-    """SPEC §7 (Chua et al., ICML 2024, Sec. 4): sigma=0.4, T=10^4, q=1/T: the published delta_P(4) = 1.18e-5
-    (and dp_accounting's 1.168e-5, bench/peer_reference) lie inside our certified interval, whose width is < 8%."""
+    """SPEC §7 (Chua et al., ICML 2024, Sec. 4): sigma=0.4, T=10^4, q=1/T: delta_P(4) <= 1.18e-5 (PLD).
+
+    dp_accounting 0.6.0's connect-the-dots PLD gives 1.168339e-5 at a 1e-4 grid and
+    1.168322e-5 at 3e-5 (pessimistic estimates; from_gaussian_mechanism(0.4,
+    sampling_prob=1e-4, use_connect_dots=True).self_compose(10000).get_delta_for_epsilon(4)).
+    Both lie inside our certified interval, which is < 0.1% wide, and our upper bound
+    is below the published 1.18e-5.
+    """
     acct = PLDAccountant().step(noise_multiplier=0.4, sampling_probability=1e-4, count=10_000)
     lower, upper = acct.delta_bounds(4.0)
-    assert lower <= 1.168e-5 <= 1.18e-5 <= upper
-    assert upper - lower <= 0.08 * upper
+    assert lower <= 1.168322e-5 <= 1.168339e-5 <= upper <= 1.18e-5
+    assert upper - lower <= 1e-3 * upper
 
 
 @pytest.mark.slow
@@ -88,8 +94,8 @@ def test_both_directions_are_accounted() -> None:
     acct = PLDAccountant().step(noise_multiplier=1.0, sampling_probability=0.5, count=10)
     remove_only = dpacct._core.pld.ComposedPld(acct._groups(), "remove", 1e-4, 0.0, 1 << 22)
     add_only = dpacct._core.pld.ComposedPld(acct._groups(), "add", 1e-4, 0.0, 1 << 22)
-    r = remove_only.delta_bounds(np.array([1.0]), 1e-9)[1][0]
-    a = add_only.delta_bounds(np.array([1.0]), 1e-9)[1][0]
+    r = remove_only.delta_bounds(np.array([1.0]))[1][0]
+    a = add_only.delta_bounds(np.array([1.0]))[1][0]
     assert acct.get_delta(1.0) >= max(r, a) * 0.99
     assert r != pytest.approx(a, rel=1e-3)
 
