@@ -4,6 +4,7 @@
 #include <cfloat>
 #include <cmath>
 #include <complex>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -451,6 +452,25 @@ ComposedPld::ComposedPld(const std::vector<StepGroup>& groups, Direction directi
   chernoff_window(pu, counts, d, &low_u, &high_u);
   chernoff_window(pp, counts, d, &low_c, &high_c);
   chernoff_window(pq, counts, d, &low_c, &high_c);
+  // Where the whole composed support is shorter than the Chernoff window (few steps),
+  // use it: nothing can wrap around, and no tail needs to be charged.
+  double full_low_u = 0.0, full_high_u = 0.0, full_low_c = 0.0, full_high_c = 0.0;
+  for (std::size_t g = 0; g < counts.size(); ++g) {
+    full_low_u += counts[g] * static_cast<double>(upper[g].low);
+    full_high_u += counts[g] * static_cast<double>(upper[g].low + static_cast<long>(upper[g].p.size()) - 1);
+    full_low_c += counts[g] * static_cast<double>(cells_p[g].low);
+    full_high_c += counts[g] * static_cast<double>(cells_p[g].low + static_cast<long>(cells_p[g].p.size()) - 1);
+  }
+  if ((full_high_u - full_low_u) * d <= high_u - low_u) {
+    low_u = full_low_u * d;
+    high_u = full_high_u * d;
+    log_tail_u_ = kNegInf;
+  }
+  if ((full_high_c - full_low_c) * d <= high_c - low_c) {
+    low_c = full_low_c * d;
+    high_c = full_high_c * d;
+    log_tail_c_ = kNegInf;
+  }
   const double span = std::max(high_u - low_u, high_c - low_c) / d + 2.0;
   std::size_t size = 2;
   while (static_cast<double>(size) < span) size <<= 1;
@@ -460,8 +480,8 @@ ComposedPld::ComposedPld(const std::vector<StepGroup>& groups, Direction directi
                                 " at discretization " + format_value(d) + "; increase discretization");
   }
   size_ = size;
-  window_start_ = static_cast<long>(std::floor(low_u / d));
-  cells_start_ = static_cast<long>(std::floor(low_c / d));
+  window_start_ = static_cast<long>(std::floor(low_u / d + (log_tail_u_ == kNegInf ? 0.5 : 0.0)));
+  cells_start_ = static_cast<long>(std::floor(low_c / d + (log_tail_c_ == kNegInf ? 0.5 : 0.0)));
   const fft::RealPlan plan(size_);
 
   {
@@ -477,8 +497,8 @@ ComposedPld::ComposedPld(const std::vector<StepGroup>& groups, Direction directi
   sq_ = suffix_sums(cq, tilt + 1.0, d);
   entry_error_q_ = entry_error(pq, counts, size_);
   // The entries that stand well above round-off and aliasing, around the mode of P.
-  const double floor_p = 4.0 * (entry_error_p_ + 2.0 * std::exp(kLogWindowTail));
-  const double floor_q = 4.0 * (entry_error_q_ + 2.0 * std::exp(kLogWindowTail));
+  const double floor_p = 4.0 * (entry_error_p_ + 2.0 * std::exp(log_tail_c_));
+  const double floor_q = 4.0 * (entry_error_q_ + 2.0 * std::exp(log_tail_c_));
   const auto mode = static_cast<long>(std::max_element(cp.begin(), cp.end()) - cp.begin());
   auto reliable = [&](long i) {
     return cp[static_cast<std::size_t>(i)] > floor_p && cq[static_cast<std::size_t>(i)] > floor_q;
@@ -521,9 +541,10 @@ double ComposedPld::upper_bound(double epsilon_in) const {
   const double entries = weight_norm(tilt_, d, size_);
   const double scale = std::exp(log_shift_u_ - tilt_ * kd + log_rounding_);
   const double top = window_high() + d;
-  value += (entry_error_u_ * entries + 2.0 * std::exp(kLogWindowTail)) * scale +
-           std::exp(log_shift_u_ + log_rounding_ - tilt_ * std::max(top, kd) + kLogWindowTail);
-  return std::min(value + tail_above_ * (1.0 + 4.0 * kU), 1.0);
+  value += (entry_error_u_ * entries + 2.0 * std::exp(log_tail_u_)) * scale +
+           std::exp(log_shift_u_ + log_rounding_ - tilt_ * std::max(top, kd) + log_tail_u_);
+  // A positive delta below the double range is still positive: never claim 0.
+  return std::max(std::min(value + tail_above_ * (1.0 + 4.0 * kU), 1.0), std::numeric_limits<double>::denorm_min());
 }
 
 // Lower bound: max over thresholds j of P(K >= j) - e^eps Q(K >= j), with the
@@ -532,8 +553,8 @@ double ComposedPld::lower_bound(double epsilon) const {
   const double d = discretization_;
   const long n = static_cast<long>(size_);
   const double rp = std::exp(-tilt_ * d), rq = std::exp(-(tilt_ + 1.0) * d);
-  const double err_p = entry_error_p_ * weight_norm(tilt_, d, size_) + 2.0 * std::exp(kLogWindowTail);
-  const double err_q = entry_error_q_ * weight_norm(tilt_ + 1.0, d, size_) + std::exp(kLogWindowTail);
+  const double err_p = entry_error_p_ * weight_norm(tilt_, d, size_) + 2.0 * std::exp(log_tail_c_);
+  const double err_q = entry_error_q_ * weight_norm(tilt_ + 1.0, d, size_) + std::exp(log_tail_c_);
   // P_K >= e^eps Q_K  <=>  log c^P_K - log c^Q_K >= eps + log_shift_q - log_shift_p - K D.
   const double offset = epsilon + log_shift_q_ - log_shift_p_;
   auto entry = [&](const std::vector<double>& s, double r, long i) {

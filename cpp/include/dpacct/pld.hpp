@@ -112,6 +112,9 @@ class ComposedPld {
   double log_rounding_ = 0.0;      // relative rounding of the tilted entries, composed (log factor)
   double epsilon_slack_ = 0.0;     // shift of epsilon for the rounding of the cell edges
   double tail_above_ = 0.0;        // sum_g count_g tau_hi,g (mass sent to +inf)
+  // log of the tilted mass allowed outside each window (wrap-around and above it):
+  // -25, or -inf where the window holds the whole composed support.
+  double log_tail_u_ = -25.0, log_tail_c_ = -25.0;
 };
 
 }  // namespace dpacct::pld
