@@ -156,9 +156,6 @@ class PLDAccountant(Accountant):
                 counts[key] = counts.get(key, 0) + count
         return np.array([[q, s, c] for (q, s), c in counts.items()], dtype=np.float64).reshape(-1, 3)
 
-    def _steps(self) -> int:
-        return int(self._groups()[:, 2].sum())
-
     def _directions(self, groups: NDArray[np.float64]) -> tuple[str, ...]:
         # With q = 1 everywhere (pure Gaussians) both directions have the same loss distribution.
         return ("remove",) if np.all(groups[:, 0] == 1.0) else _DIRECTIONS
@@ -244,11 +241,7 @@ class PLDAccountant(Accountant):
             discretization, tilt = self._settings(float(e), float(order), float(delta_rdp), for_delta=True)
             best_lower, best_upper = 0.0, 1.0
             for _refinement in range(_REFINEMENTS + 1):
-                lo_d, up_d = 0.0, 0.0
-                for direction in self._directions(groups):
-                    composed = self._composed(direction, discretization, tilt)
-                    lo, up = composed.delta_bounds(np.array([float(e)]))
-                    lo_d, up_d = max(lo_d, float(lo[0])), max(up_d, float(up[0]))
+                lo_d, up_d = self._delta_bounds_at(groups, float(e), discretization, tilt)
                 previous_gap = best_upper - best_lower
                 best_lower, best_upper = max(best_lower, lo_d), min(best_upper, up_d)
                 gap = best_upper - best_lower
@@ -269,16 +262,22 @@ class PLDAccountant(Accountant):
                 if best_upper - best_lower <= self._relative_accuracy * best_upper:
                     break
                 boosted = max(tilt * boost, boost / 4.0)
-                lo_d, up_d = 0.0, 0.0
-                for direction in self._directions(groups):
-                    composed = self._composed(direction, discretization, boosted)
-                    lo, up = composed.delta_bounds(np.array([float(e)]))
-                    lo_d, up_d = max(lo_d, float(lo[0])), max(up_d, float(up[0]))
+                lo_d, up_d = self._delta_bounds_at(groups, float(e), discretization, boosted)
                 best_lower, best_upper = max(best_lower, lo_d), min(best_upper, up_d)
             lower[index] = best_lower
             # RDP is a valid upper bound too; a positive delta below the double range stays positive.
             upper[index] = max(min(best_upper, float(delta_rdp)), _TINIEST)
         return Bounds(unwrap(lower), unwrap(upper))
+
+    def _delta_bounds_at(
+        self, groups: NDArray[np.float64], epsilon: float, discretization: float, tilt: float
+    ) -> tuple[float, float]:
+        """Bounds on delta(epsilon) on one grid and tilt: the max over the directions."""
+        lower, upper = 0.0, 0.0
+        for direction in self._directions(groups):
+            lo, up = self._composed(direction, discretization, tilt).delta_bounds(np.array([epsilon]))
+            lower, upper = max(lower, float(lo[0])), max(upper, float(up[0]))
+        return lower, upper
 
     def get_delta(self, epsilon: ArrayLike) -> float | NDArray[np.float64]:
         """A certified upper bound on delta(epsilon); see :meth:`delta_bounds`."""
@@ -396,8 +395,7 @@ def _invert(composed: Any, delta: float) -> tuple[float, float, bool]:
         lo, up = composed.delta_bounds(np.array([eps]))
         return float(lo[0]), float(up[0])
 
-    step = composed_step(composed)
-    start = max(0.0, composed.window_low + 2 * step)
+    start = max(0.0, composed.window_low + 2 * composed.discretization)
     stop = composed.window_high + 1.0
     below_window = False
     # Upper bound: the smallest eps with upper(eps) <= delta.
@@ -422,11 +420,6 @@ def _invert(composed: Any, delta: float) -> tuple[float, float, bool]:
             break
         anchor, width = probe, 2.0 * width
     return lower, upper, below_window
-
-
-def composed_step(composed: Any) -> float:
-    """The loss grid width of a composed PLD (window span over its size)."""
-    return float((composed.window_high - composed.window_low) / max(composed.size - 1, 1))
 
 
 def _bisect(is_valid: Any, low: float, high: float, *, return_low: bool = False) -> float:

@@ -402,7 +402,7 @@ double entry_error(const std::vector<const Tilted*>& seqs, const std::vector<dou
 
 ComposedPld::ComposedPld(const std::vector<StepGroup>& groups, Direction direction, double discretization,
                          double tilt, std::size_t max_size)
-    : discretization_(discretization), tilt_(tilt) {
+    : discretization_(discretization), tilt_(tilt), log_tail_u_(kLogWindowTail), log_tail_c_(kLogWindowTail) {
   require_positive_finite("discretization", discretization);
   require_nonnegative_finite("tilt", tilt);
   const double d = discretization;

@@ -113,8 +113,8 @@ class ComposedPld {
   double epsilon_slack_ = 0.0;     // shift of epsilon for the rounding of the cell edges
   double tail_above_ = 0.0;        // sum_g count_g tau_hi,g (mass sent to +inf)
   // log of the tilted mass allowed outside each window (wrap-around and above it):
-  // -25, or -inf where the window holds the whole composed support.
-  double log_tail_u_ = -25.0, log_tail_c_ = -25.0;
+  // the Chernoff tail of pld.cpp, or -inf where the window holds the whole composed support.
+  double log_tail_u_, log_tail_c_;
 };
 
 }  // namespace dpacct::pld
