@@ -7,12 +7,12 @@ from setuptools import setup
 
 ext = Pybind11Extension(
     "dpacct._core",
-    sorted(glob("cpp/src/*.cpp")) + ["cpp/bindings.cpp"],  # sorted: reproducible builds
-    include_dirs=["cpp/include"],
+    sorted(glob("cpp/src/**/*.cpp", recursive=True)) + ["cpp/bindings.cpp"] + sorted(glob("cpp/bindings/*.cpp")),  # sorted: reproducible builds
+    include_dirs=["cpp/include", "cpp"],
     cxx_std=17,
     # No -ffast-math (accounting relies on inf and NaN semantics) and no
     # -march=native (results must not depend on the build machine).
-    extra_compile_args=["-O2"],
+    extra_compile_args=["-O2", "-Wall", "-Wextra"],
 )
 
 setup(ext_modules=[ext], cmdclass={"build_ext": build_ext})

@@ -1,37 +1,47 @@
 """Privacy loss distributions: the tightest general accountant, with certified two-sided bounds.
 
-Each step's privacy loss is discretised, the steps are composed by FFT in C++
-(``dpacct._core.pld``), and delta(epsilon) is read off the composed
-distribution. Both directions of the add/remove relation are composed and the
-larger delta is reported (prv-accountant models only one direction).
+One engine for every mechanism. Each mechanism enters as a discretisation of
+its dominating pair (``dpacct._core.pld``: Gaussian, Laplace, mixtures of
+Gaussians by their CDFs; randomized response and the (epsilon, delta) black
+box as exact finite pairs; Poisson subsampling of any of them in both
+directions), and one composer (``cpp/include/dpacct/pld/compose.hpp``) composes
+any history of them by FFT and answers delta(epsilon) and epsilon(delta).
+Both directions of the add/remove relation are composed where the pair is not
+symmetric, and the larger delta is reported (prv-accountant models only one).
 
-Why the bounds are certified (details in ``cpp/include/dpacct/pld.hpp``):
+Why the bounds are certified (proofs in ``cpp/include/dpacct/pld/step.hpp``
+and ``compose.hpp``):
 
-* the loss axis is cut into cells of width ``D``; each cell's P- and Q-mass is
-  a certified interval (log-CDF round-off propagated through the differences);
 * upper bound: "connect the dots" (Doroshenko et al. 2022) splits each cell's
-  mass between its two grid points so that E[e^{-L}] is kept, a mean-preserving
+  P-mass between grid points so that E[e^{-L}] is kept, a mean-preserving
   spread that can only raise delta for every composition; mass past the clamp
   points goes to +inf (charged) or up to the grid;
 * lower bound: labelling every output by its cell is post-processing, so the
   hockey-stick divergence of the composed labels (P- and Q-distributions of
   the label sum, composed by FFT) is below the true one;
-* both errors are second order in ``D``, so a coarse grid (a fraction of the
-  per-step loss spread) gives a gap of a few tenths of a percent of epsilon;
-* FFT round-off (Higham's bound, through Cauchy-Schwarz) and the tilted mass
-  that could wrap around the transform are charged to both bounds;
-* exponential tilting by ``e^{lambda L}`` (a fraction of the optimal RDP order
-  minus one) puts enough mass near the queried epsilon that small deltas (1e-12
-  and below) keep their relative accuracy. Known limit: at very small epsilon
-  with a tiny sampling rate and few steps (RDP order near 1) the delta bounds
-  keep an absolute round-off floor of about 1e-11 (``tests/test_pld_reference.py``
-  records two such points as expected failures).
+* cell masses are certified intervals (log-CDF round-off propagated through the
+  differences); FFT round-off (Higham's bound, through Cauchy-Schwarz) and the
+  tilted mass that could wrap around the transform are charged to both bounds;
+* exponential tilting by ``e^{lambda L}`` puts enough mass near the queried
+  epsilon that small deltas keep their relative accuracy.
+
+Choosing the grid. Both errors are second order in the grid width ``D``: in
+each step the connect-the-dots spread moves the loss by at most
+``min(D^2/8, D |L| / 2)`` on average, so over the composition epsilon moves by
+about ``sum_t min(D^2/8, D E|L_t|/2)``. ``D`` is chosen so that this is the
+target fraction of epsilon, from a coarse discretisation of each step (its
+``E|L|``) and a Chernoff guide for epsilon and the tilt (the cumulant of the
+discretised steps), then refined while the measured gap misses the target.
+This follows what the *composed* answer needs, not the spread of one step:
+at tiny sampling rates the per-step loss is a narrow spike of width ~q near 0
+whose composed effect is small, and resolving it would need grids millions of
+points long.
 """
 
 from __future__ import annotations
 
 import math
-import warnings
+from collections.abc import Hashable
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -40,19 +50,31 @@ from numpy.typing import ArrayLike, NDArray
 from dpacct import _check, _core
 from dpacct._shape import unwrap
 from dpacct.accountant import Accountant, register_accountant
-from dpacct.mechanisms import GaussianMechanism, Mechanism, PoissonSampledGaussianMechanism
-from dpacct.rdp import OrderGridWarning, RDPAccountant
+from dpacct.mechanisms import (
+    EpsilonDeltaMechanism,
+    GaussianMechanism,
+    LaplaceMechanism,
+    Mechanism,
+    MixtureOfGaussiansMechanism,
+    PoissonSampledGaussianMechanism,
+    PoissonSampledMechanism,
+    RandomizedResponseMechanism,
+)
 
 __all__ = ["Bounds", "PLDAccountant"]
 
 _DIRECTIONS = ("remove", "add")
-_CTD_SCALE = 0.1  # discretization / per-step loss spread at which ...
-_CTD_ERROR_AT_SCALE = 0.002  # ... the gap (upper - lower) / epsilon is about this (bench grid, measured)
-_REFINEMENTS = 2  # grid refinements when a query's gap exceeds the target
+_LOG_TAIL = -80.0  # per step, P- and Q-mass beyond the clamp points of an unbounded loss is <= e^-80
+_MAX_CELLS = 2**24  # most grid points one step may use
+_COARSE_CELLS = 4096  # grid points of the coarse discretisation that guides the choice of grid
+_REFINEMENTS = 3  # grid refinements when a query's gap exceeds the target
 _TINIEST = math.ulp(0.0)  # smallest positive double: the upper bound of a delta that underflows
-_TILT_STRENGTH = 0.5  # tilt = _TILT_STRENGTH * (RDP order - 1); see PLDAccountant._settings
-_MIN_DISCRETIZATION = 1e-7
-_MAX_DISCRETIZATION = 0.05
+_TILT_STRENGTH = 0.5  # tilt = strength * lambda*, see PLDAccountant._tilt
+# D = min(_SQRT_SCALE sqrt(a / T), _LINEAR_SCALE a / sum_t E|L_t|), a = the epsilon error allowed
+# (relative_accuracy * epsilon); measured on the bench grid and the corner cases of bench/.
+_SQRT_SCALE = 2.0
+_LINEAR_SCALE = 2.0
+_MIN_DISCRETIZATION = 1e-9
 
 
 class Bounds(NamedTuple):
@@ -60,6 +82,58 @@ class Bounds(NamedTuple):
 
     lower: float | NDArray[np.float64]
     upper: float | NDArray[np.float64]
+
+
+class _Spec(NamedTuple):
+    """What the C++ engine needs to discretise one mechanism: a hashable description."""
+
+    kind: str  # "gaussian" | "laplace" | "mixture" | "finite"
+    parameters: tuple[Any, ...]
+    sampling_probability: float
+    symmetric: bool
+
+
+def _spec(mechanism: Mechanism, sampling_probability: float = 1.0) -> _Spec | None:
+    """The discretisation of ``mechanism`` (Poisson-subsampled at the given rate), or None if unsupported."""
+    q = sampling_probability
+    if isinstance(mechanism, PoissonSampledMechanism):
+        return _spec(mechanism.mechanism, q * mechanism.sampling_probability)
+    if isinstance(mechanism, GaussianMechanism):
+        return _Spec("gaussian", (mechanism.effective_noise_multiplier,), q, q == 1.0)
+    if isinstance(mechanism, PoissonSampledGaussianMechanism):
+        rate = q * mechanism.sampling_probability
+        return _Spec("gaussian", (mechanism.noise_multiplier,), rate, rate == 1.0)
+    if isinstance(mechanism, LaplaceMechanism):
+        return _Spec("laplace", (mechanism.noise_multiplier,), q, q == 1.0)
+    if isinstance(mechanism, MixtureOfGaussiansMechanism):
+        params = (mechanism.noise_multiplier, mechanism.sensitivities, mechanism.probabilities)
+        return _Spec("mixture", params, q, False)
+    if isinstance(mechanism, (RandomizedResponseMechanism, EpsilonDeltaMechanism)):
+        return _Spec("finite", mechanism.log_masses(), q, q == 1.0)
+    return None
+
+
+def _build_step(spec: _Spec, direction: str, discretization: float) -> Any:
+    """One discretised step (``_core.pld.Step``) of ``spec`` in one direction."""
+    q, d = spec.sampling_probability, discretization
+    if spec.kind == "gaussian":
+        return _core.pld.gaussian_step(spec.parameters[0], q, direction, d, _LOG_TAIL, _MAX_CELLS)
+    if spec.kind == "laplace":
+        return _core.pld.laplace_step(spec.parameters[0], q, direction, d, _LOG_TAIL, _MAX_CELLS)
+    if spec.kind == "mixture":
+        sigma, sens, probs = spec.parameters
+        return _core.pld.mixture_gaussian_step(
+            sigma, np.asarray(sens), np.asarray(probs), q, direction, d, _LOG_TAIL, _MAX_CELLS
+        )
+    log_p, log_q = spec.parameters
+    return _core.pld.finite_step(np.asarray(log_p), np.asarray(log_q), q, direction, d, _MAX_CELLS)
+
+
+class _Guide(NamedTuple):
+    """A Chernoff estimate from the coarse steps: epsilon (or delta) and the optimal slope lambda."""
+
+    value: float
+    slope: float
 
 
 class PLDAccountant(Accountant):
@@ -71,20 +145,24 @@ class PLDAccountant(Accountant):
         Width of the loss grid. By default it is chosen per query so that the
         gap between the bounds is about ``relative_accuracy`` times epsilon.
     relative_accuracy : float
-        Target for ``(upper - lower) / epsilon`` when ``discretization`` is not
-        given (default 0.005, in ``(0, 0.5]``).
+        Target for ``(upper - lower) / epsilon`` (and for the relative gap of
+        delta queries) when ``discretization`` is not given (default 0.005, in
+        ``(0, 0.5]``).
     max_size : int
         Largest FFT (a power of two) the accountant may use; if a query would
         need more, the grid is coarsened (the bounds stay certified, the gap
-        grows). Default ``2**22`` (about 200 MB of working memory at that size;
-        typical DP-SGD queries use 2**12 to 2**17).
+        grows). Default ``2**22`` (about 270 MB of working memory at that
+        size; typical DP-SGD queries use 2**9 to 2**15).
 
     Notes
     -----
     ``get_epsilon`` / ``get_delta`` return the certified upper bounds;
     :meth:`epsilon_bounds` / :meth:`delta_bounds` return ``(lower, upper)`` so the
-    discretisation error is visible. Supports the Gaussian and the
-    Poisson-subsampled Gaussian mechanisms (add/remove or zero-out adjacency).
+    discretisation error is visible. Supports the Gaussian, Laplace,
+    randomized-response, (epsilon, delta) black-box and mixture-of-Gaussians
+    mechanisms, and Poisson subsampling of each
+    (:class:`~dpacct.mechanisms.PoissonSampledMechanism`), in any heterogeneous
+    history.
 
     References
     ----------
@@ -102,6 +180,9 @@ class PLDAccountant(Accountant):
     >>> lower, upper = acct.epsilon_bounds(1e-5)
     >>> lower <= 4.3772 <= upper   # the exact Gaussian epsilon
     True
+    >>> lap = PLDAccountant().compose(LaplaceMechanism(noise_multiplier=10.0), 100)
+    >>> round(lap.get_epsilon(1e-5), 2)   # 100 steps of 0.1-DP: basic composition says 10
+    4.22
     """
 
     name = "pld"
@@ -125,14 +206,15 @@ class PLDAccountant(Accountant):
             msg = f"max_size must be a power of two >= 2, got {size}"
             raise ValueError(msg)
         self._max_size = size
-        self._cache: dict[tuple[str, float, float], Any] = {}
+        self._steps: dict[tuple[Hashable, ...], Any] = {}
+        self._composed_cache: dict[tuple[Hashable, ...], Any] = {}
 
     def supports(self, mechanism: Mechanism) -> bool:
-        """Gaussian and Poisson-subsampled Gaussian mechanisms are supported."""
-        return isinstance(mechanism, (GaussianMechanism, PoissonSampledGaussianMechanism))
+        """Every mechanism with a PLD discretisation (see the class notes) is supported."""
+        return _spec(mechanism) is not None
 
     def _compose(self, mechanism: Mechanism, count: int) -> None:
-        self._cache.clear()
+        self._composed_cache.clear()
 
     def step(self, *, noise_multiplier: float, sampling_probability: float, count: int = 1) -> PLDAccountant:
         """Compose ``count`` DP-SGD steps (Poisson rate ``sampling_probability``, add/remove)."""
@@ -143,74 +225,115 @@ class PLDAccountant(Accountant):
 
     # -- the composed distributions ---------------------------------------------------------
 
-    def _groups(self) -> NDArray[np.float64]:
-        """Identical steps grouped over the whole history: rows (q, sigma, count)."""
-        counts: dict[tuple[float, float], int] = {}
+    def _groups(self) -> list[tuple[_Spec, int]]:
+        """Identical steps grouped over the whole history (q = 0 steps dropped: they release nothing)."""
+        counts: dict[_Spec, int] = {}
         for mechanism, count in self._history:
-            if isinstance(mechanism, GaussianMechanism):
-                key = (1.0, mechanism.effective_noise_multiplier)
-            else:
-                assert isinstance(mechanism, PoissonSampledGaussianMechanism)
-                key = (mechanism.sampling_probability, mechanism.noise_multiplier)
-            if key[0] > 0.0:
-                counts[key] = counts.get(key, 0) + count
-        return np.array([[q, s, c] for (q, s), c in counts.items()], dtype=np.float64).reshape(-1, 3)
+            spec = _spec(mechanism)
+            assert spec is not None  # compose() checked supports()
+            if spec.sampling_probability > 0.0:
+                counts[spec] = counts.get(spec, 0) + count
+        return list(counts.items())
 
-    def _directions(self, groups: NDArray[np.float64]) -> tuple[str, ...]:
-        # With q = 1 everywhere (pure Gaussians) both directions have the same loss distribution.
-        return ("remove",) if np.all(groups[:, 0] == 1.0) else _DIRECTIONS
+    @staticmethod
+    def _directions(groups: list[tuple[_Spec, int]]) -> tuple[str, ...]:
+        # Symmetric pairs have the same loss distribution in both directions.
+        return ("remove",) if all(spec.symmetric for spec, _ in groups) else _DIRECTIONS
 
-    def _rdp_guide(self) -> RDPAccountant:
-        rdp = RDPAccountant()
-        for mechanism, count in self._history:
-            rdp.compose(mechanism, count)
-        return rdp
+    def _step(self, spec: _Spec, direction: str, discretization: float) -> Any:
+        key = (spec, direction, discretization)
+        if key not in self._steps:
+            if len(self._steps) > 64:
+                self._steps.clear()
+            self._steps[key] = _build_step(spec, direction, discretization)
+        return self._steps[key]
 
-    def _settings(
-        self, epsilon_scale: float, order: float, delta_scale: float, *, for_delta: bool = False
-    ) -> tuple[float, float]:
-        """Discretization and tilt for a query around (epsilon_scale, delta_scale).
+    def _coarse(self, spec: _Spec, direction: str) -> Any:
+        """A discretisation with about ``_COARSE_CELLS`` grid points: cheap, used to choose the real grid."""
+        key = (spec, direction, "coarse")
+        if key not in self._steps:
+            step = _build_step(spec, direction, 1e-2)
+            width = max(step.log_upper.size, 2) * step.discretization
+            step = _build_step(spec, direction, max(width / _COARSE_CELLS, 1e-12))
+            self._steps[key] = step
+        return self._steps[key]
 
-        Connect-the-dots errs by about ``D^2 / 4`` in each step's loss variance,
-        so ``D`` is set to a fraction of the smallest per-step loss spread: at
-        ``D = 0.1 * spread`` the upper bound errs by ~0.1% of epsilon on the
-        bench grid (measured), and the error scales with ``D^2``. For delta
-        queries the target is divided by the order (``log delta`` has slope
-        ~ ``-order`` in epsilon). The query then checks the gap it got and
-        refines the grid if needed.
+    def _composed(self, groups: list[tuple[_Spec, int]], direction: str, discretization: float, tilt: float) -> Any:
+        """The composition on one grid and tilt, coarsened (still certified) when it does not fit in max_size."""
+        key = (direction, discretization, round(tilt, 6))
+        if key not in self._composed_cache:
+            d = discretization
+            while True:
+                try:
+                    steps = [self._step(spec, direction, d) for spec, _ in groups]
+                    built = _core.pld.ComposedPld(steps, [float(c) for _, c in groups], tilt, self._max_size)
+                except ValueError as error:
+                    if "increase discretization" not in str(error) or d >= 1e3:
+                        raise
+                    d *= 2.0  # coarser: still certified, only wider
+                    continue
+                break
+            self._composed_cache[key] = built
+        return self._composed_cache[key]
 
-        The tilt is ``c (order - 1)``: tilting by the RDP order's ``order - 1``
-        would put O(1) tilted mass at the queried epsilon, and ``c < 1`` leaves
-        about ``delta^(1 - c)`` there while the tilted tails (and so the FFT
-        window) stay much shorter (measured: 2-4x smaller transforms at small
-        sigma, same gaps). ``c = max(1/2, 1 - 6 / log10(1/delta))`` keeps that
-        mass >= 1e-6, far above the FFT round-off, down to the smallest deltas.
+    # -- guides: Chernoff estimates from the coarse steps -----------------------------------
+
+    def _cumulant(self, groups: list[tuple[_Spec, int]], direction: str) -> Any:
+        """``K(lambda) = sum_g count_g log E[e^{lambda L_g}]`` over the finite part of the coarse steps."""
+        parts = []
+        for spec, count in groups:
+            step = self._coarse(spec, direction)
+            loss = (step.upper_low + np.arange(step.log_upper.size)) * step.discretization
+            parts.append((float(count), step.log_upper, loss))
+
+        def cumulant(slope: float) -> float:
+            total = 0.0
+            for count, log_mass, loss in parts:
+                total += count * float(np.logaddexp.reduce(log_mass + slope * loss))
+            return total
+
+        return cumulant
+
+    def _guide_epsilon(self, groups: list[tuple[_Spec, int]], direction: str, delta: float) -> _Guide:
+        """Chernoff: epsilon ~ min over lambda of (K(lambda) - log delta) / lambda."""
+        cumulant = self._cumulant(groups, direction)
+        return _minimise(lambda s: (cumulant(s) - math.log(delta)) / s)
+
+    def _guide_delta(self, groups: list[tuple[_Spec, int]], direction: str, epsilon: float) -> _Guide:
+        """Chernoff: log delta ~ min over lambda of K(lambda) - lambda epsilon."""
+        cumulant = self._cumulant(groups, direction)
+        guide = _minimise(lambda s: cumulant(s) - s * epsilon)
+        return _Guide(math.exp(min(guide.value, 0.0)), guide.slope)
+
+    @staticmethod
+    def _tilt(slope: float, delta_scale: float) -> float:
+        """The tilt for a query whose Chernoff slope is ``slope`` around delta ~ ``delta_scale``.
+
+        Tilting by the slope itself would put O(1) tilted mass at the queried
+        epsilon; ``c < 1`` of it leaves about ``delta^(1 - c)`` there while the
+        tilted tails (and so the FFT window) stay much shorter.
+        ``c = max(1/2, 1 - 6 / log10(1/delta))`` keeps that mass >= 1e-6, far
+        above the FFT round-off, down to the smallest deltas.
         """
         log10_inverse = -math.log10(min(max(delta_scale, 1e-300), 0.1))
         strength = max(_TILT_STRENGTH, 1.0 - 6.0 / log10_inverse)
-        tilt = 0.0 if not math.isfinite(order) else strength * max(order - 1.0, 0.0)
-        if self._discretization is not None:
-            return self._discretization, tilt
-        target = self._relative_accuracy
-        if for_delta:
-            target /= max(order if math.isfinite(order) else 1.0, 1.0)
-        width = _CTD_SCALE * _step_spread(self._groups()) * math.sqrt(target / _CTD_ERROR_AT_SCALE)
-        return min(max(width, _MIN_DISCRETIZATION), _MAX_DISCRETIZATION), tilt
+        return strength * max(slope, 0.0) if math.isfinite(slope) else 0.0
 
-    def _composed(self, direction: str, discretization: float, tilt: float) -> Any:
-        key = (direction, discretization, round(tilt, 6))
-        if key not in self._cache:
-            while True:
-                try:
-                    built = _core.pld.ComposedPld(self._groups(), direction, discretization, tilt, self._max_size)
-                except ValueError as error:
-                    if "increase discretization" not in str(error) or discretization >= _MAX_DISCRETIZATION:
-                        raise
-                    discretization = min(2.0 * discretization, _MAX_DISCRETIZATION)  # coarser: still certified
-                    continue
-                break
-            self._cache[key] = built
-        return self._cache[key]
+    def _grid(self, groups: list[tuple[_Spec, int]], direction: str, allowed: float) -> float:
+        """The grid width for an epsilon error of about ``allowed`` (see the module notes)."""
+        if self._discretization is not None:
+            return self._discretization
+        steps = float(sum(c for _, c in groups))
+        spread = sum(c * self._coarse(spec, direction).mean_abs_loss for spec, c in groups)
+        width = _SQRT_SCALE * math.sqrt(allowed / steps)
+        if spread > 0.0:
+            width = min(width, _LINEAR_SCALE * allowed / spread)
+        # No finer than the cell budget of the widest step allows.
+        widest = max(
+            float(self._coarse(spec, direction).log_upper.size * self._coarse(spec, direction).discretization)
+            for spec, _ in groups
+        )
+        return max(width, widest / (_MAX_CELLS / 4), _MIN_DISCRETIZATION)
 
     # -- delta ------------------------------------------------------------------------------
 
@@ -231,53 +354,51 @@ class PLDAccountant(Accountant):
         lower = np.zeros_like(eps)
         upper = np.zeros_like(eps)
         groups = self._groups()
-        if groups.shape[0] == 0:
+        if not groups:
             return Bounds(unwrap(lower), unwrap(upper))
-        guide = self._rdp_guide()
         for index, e in np.ndenumerate(eps):
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", OrderGridWarning)
-                delta_rdp, order = guide.get_delta_and_order(float(e))
-            discretization, tilt = self._settings(float(e), float(order), float(delta_rdp), for_delta=True)
-            best_lower, best_upper = 0.0, 1.0
-            for _refinement in range(_REFINEMENTS + 1):
-                lo_d, up_d = self._delta_bounds_at(groups, float(e), discretization, tilt)
-                previous_gap = best_upper - best_lower
-                best_lower, best_upper = max(best_lower, lo_d), min(best_upper, up_d)
-                gap = best_upper - best_lower
-                if self._discretization is not None or gap <= self._relative_accuracy * best_upper:
-                    break
-                # A finer grid only helps when the grid is what limits the gap: not when the
-                # lower bound is uninformative (round-off dominates) or refining stopped paying.
-                if discretization <= _MIN_DISCRETIZATION or best_upper <= 0.0 or lo_d <= 0.0:
-                    break
-                if _refinement > 0 and gap > 0.7 * previous_gap:
-                    break
-                # Error ~ D^2: shrink D to meet the target, with a margin.
-                shrink = math.sqrt(self._relative_accuracy * best_upper / gap) * 0.8 if gap > 0 else 0.5
-                discretization = max(discretization * min(max(shrink, 0.1), 0.7), _MIN_DISCRETIZATION)
-            # Round-off, not the grid, limits the gap where the tilt is too small for this delta
-            # (RDP order near 1 at small epsilon): more tilt puts more mass near epsilon.
-            for boost in (4.0, 16.0):
-                if best_upper - best_lower <= self._relative_accuracy * best_upper:
-                    break
-                boosted = max(tilt * boost, boost / 4.0)
-                lo_d, up_d = self._delta_bounds_at(groups, float(e), discretization, boosted)
-                best_lower, best_upper = max(best_lower, lo_d), min(best_upper, up_d)
-            lower[index] = best_lower
-            # RDP is a valid upper bound too; a positive delta below the double range stays positive.
-            upper[index] = max(min(best_upper, float(delta_rdp)), _TINIEST)
+            lo_all, up_all = 0.0, 0.0
+            order = sorted(self._directions(groups), key=lambda r: -self._guide_delta(groups, r, float(e)).value)
+            for direction in order:
+                lo, up = self._delta_one_direction(groups, direction, float(e), lo_all)
+                lo_all, up_all = max(lo_all, lo), max(up_all, up)
+            lower[index] = lo_all
+            upper[index] = max(up_all, _TINIEST)  # a positive delta below the double range stays positive
         return Bounds(unwrap(lower), unwrap(upper))
 
-    def _delta_bounds_at(
-        self, groups: NDArray[np.float64], epsilon: float, discretization: float, tilt: float
+    def _delta_one_direction(
+        self, groups: list[tuple[_Spec, int]], direction: str, epsilon: float, irrelevant_below: float = 0.0
     ) -> tuple[float, float]:
-        """Bounds on delta(epsilon) on one grid and tilt: the max over the directions."""
-        lower, upper = 0.0, 0.0
-        for direction in self._directions(groups):
-            lo, up = self._composed(direction, discretization, tilt).delta_bounds(np.array([epsilon]))
-            lower, upper = max(lower, float(lo[0])), max(upper, float(up[0]))
-        return lower, upper
+        """Bounds for one direction; refinement stops once the upper bound is <= ``irrelevant_below``."""
+        guide = self._guide_delta(groups, direction, epsilon)
+        tilt = self._tilt(guide.slope, guide.value)
+        # log delta has slope ~ -(lambda + 1) in epsilon: a relative delta error r is an epsilon error r / (lambda + 1).
+        allowed = self._relative_accuracy / (guide.slope + 1.0)
+        discretization = self._grid(groups, direction, allowed)
+        best_lower, best_upper = 0.0, 1.0
+        for refinement in range(_REFINEMENTS + 1):
+            composed = self._composed(groups, direction, discretization, tilt)
+            lo, up = composed.delta_bounds(np.array([epsilon]))
+            previous_gap = best_upper - best_lower
+            best_lower, best_upper = max(best_lower, float(lo[0])), min(best_upper, float(up[0]))
+            gap = best_upper - best_lower
+            if self._discretization is not None or gap <= self._relative_accuracy * best_upper:
+                break
+            if best_upper <= irrelevant_below:
+                return best_lower, best_upper
+            # A finer grid only helps where the grid limits the gap: stop once refining stops
+            # paying (round-off limits the gap there; more tilt helps, below).
+            if best_upper <= 0.0 or (refinement > 0 and gap > 0.7 * previous_gap):
+                break
+            discretization = _refine(discretization, gap, self._relative_accuracy * best_upper)
+        # Round-off, not the grid, limits the gap where the tilt is too small for this delta.
+        for boost in (4.0, 16.0):
+            if best_upper - best_lower <= self._relative_accuracy * best_upper or best_upper <= irrelevant_below:
+                break
+            composed = self._composed(groups, direction, discretization, max(tilt * boost, boost / 4.0))
+            lo, up = composed.delta_bounds(np.array([epsilon]))
+            best_lower, best_upper = max(best_lower, float(lo[0])), min(best_upper, float(up[0]))
+        return best_lower, best_upper
 
     def get_delta(self, epsilon: ArrayLike) -> float | NDArray[np.float64]:
         """A certified upper bound on delta(epsilon); see :meth:`delta_bounds`."""
@@ -298,21 +419,25 @@ class PLDAccountant(Accountant):
         Bounds
             ``lower <= epsilon(delta) <= upper``: the composition is
             (upper, delta)-DP and is not (eps, delta)-DP for any eps < lower.
+            ``upper`` is ``inf`` where no finite epsilon can be certified (the
+            mechanism's delta at every epsilon is at least ``delta``).
         """
         d = _check.delta_array(delta)
         lower = np.zeros_like(d)
         upper = np.zeros_like(d)
         groups = self._groups()
-        if groups.shape[0] == 0:
+        if not groups:
             return Bounds(unwrap(lower), unwrap(upper))
-        guide = self._rdp_guide()
         for index, target in np.ndenumerate(d):
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", OrderGridWarning)
-                eps_rdp, order = guide.get_epsilon_and_order(float(target))
-            lo, up = self._epsilon_bounds_one(groups, float(target), float(eps_rdp), float(order))
-            lower[index] = lo
-            upper[index] = min(up, float(eps_rdp))  # RDP is a valid upper bound too
+            lo_all, up_all = 0.0, 0.0
+            # epsilon = max over the directions: the direction the guide says is larger goes
+            # first, and the other is refined only while its upper bound exceeds that lower bound.
+            order = sorted(self._directions(groups), key=lambda r: -self._guide_epsilon(groups, r, float(target)).value)
+            for direction in order:
+                lo, up = self._epsilon_one_direction(groups, direction, float(target), lo_all)
+                lo_all, up_all = max(lo_all, lo), max(up_all, up)
+            lower[index] = lo_all
+            upper[index] = up_all
         return Bounds(unwrap(lower), unwrap(upper))
 
     def get_epsilon(self, delta: ArrayLike) -> float | NDArray[np.float64]:
@@ -324,119 +449,89 @@ class PLDAccountant(Accountant):
         lower, upper = self.epsilon_bounds(delta)
         return {"epsilon": float(upper), "kind": "upper bound", "epsilon_lower_bound": float(lower)}
 
-    def _epsilon_bounds_one(self, groups: NDArray[np.float64], delta: float, eps_rdp: float, order: float) -> tuple[float, float]:
-        discretization, _tilt = self._settings(eps_rdp, order, delta)
+    def _epsilon_one_direction(
+        self, groups: list[tuple[_Spec, int]], direction: str, delta: float, irrelevant_below: float = 0.0
+    ) -> tuple[float, float]:
+        """Bounds for one direction; refinement stops once the upper bound is <= ``irrelevant_below``."""
+        guide = self._guide_epsilon(groups, direction, delta)
+        allowed = self._relative_accuracy * guide.value
+        discretization = self._grid(groups, direction, allowed)
         best_lower, best_upper = 0.0, math.inf
-        for _refinement in range(_REFINEMENTS + 1):
-            lo, up = self._epsilon_bounds_at(groups, delta, eps_rdp, order, discretization)
+        for refinement in range(_REFINEMENTS + 1):
+            lo, up = self._epsilon_at(groups, direction, delta, guide.slope, discretization)
             previous_gap = best_upper - best_lower
             best_lower, best_upper = max(best_lower, lo), min(best_upper, up)
             gap = best_upper - best_lower
-            target = self._relative_accuracy * max(best_upper, 0.05) if math.isfinite(best_upper) else 0.0
-            if self._discretization is not None or gap <= target or discretization <= _MIN_DISCRETIZATION:
+            target = self._relative_accuracy * best_upper if math.isfinite(best_upper) else 0.0
+            if self._discretization is not None or gap <= target or best_upper <= irrelevant_below:
                 break
-            if _refinement > 0 and gap > 0.7 * previous_gap:  # the grid no longer limits the gap
+            if refinement > 0 and gap > 0.7 * previous_gap:  # the grid no longer limits the gap
                 break
-            # Error ~ D^2: shrink D to meet the target, with a margin.
-            shrink = math.sqrt(target / gap) * 0.8 if math.isfinite(gap) and target > 0 else 0.5
-            discretization = max(discretization * min(max(shrink, 0.1), 0.7), _MIN_DISCRETIZATION)
+            discretization = _refine(discretization, gap, target)
         return best_lower, best_upper
 
-    def _epsilon_bounds_at(
-        self, groups: NDArray[np.float64], delta: float, eps_rdp: float, order: float, discretization: float
+    def _epsilon_at(
+        self, groups: list[tuple[_Spec, int]], direction: str, delta: float, slope: float, discretization: float
     ) -> tuple[float, float]:
-        tilt_order = order
-        lower = 0.0
-        upper = 0.0
-        for direction in self._directions(groups):
-            # Each attempt gives certified bounds, so the tightest of them is kept. Where RDP is
-            # far off (small q, T = 1e5) the tilt of the RDP order puts the mass at huge clamped
-            # losses, the window cannot certify epsilon (upper = inf) or the answer lies below
-            # the window, and a smaller tilt is tried, down to none.
-            best_lower, best_upper = 0.0, math.inf
-            order = tilt_order
-            for _attempt in range(6):
-                _width, tilt = self._settings(eps_rdp, order, delta)
-                composed = self._composed(direction, discretization, tilt)
-                lo, up, below_window = _invert(composed, delta)
-                best_lower, best_upper = max(best_lower, lo), min(best_upper, up)
-                if (not below_window and math.isfinite(up)) or tilt == 0.0:
-                    break
-                order = 1.0 + (order - 1.0) / 4.0 if order > 1.25 else 1.0  # tilt less
-            tilt_order = order  # the other direction starts from the tilt that worked here
-            lower = max(lower, best_lower)
-            upper = max(upper, best_upper)
-        return lower, upper
+        # Each attempt gives certified bounds, so the tightest is kept. Where the tilt puts the
+        # mass at huge clamped losses, the window cannot certify epsilon (upper = inf) or the
+        # answer lies below the window: a smaller tilt is tried, down to none.
+        best_lower, best_upper = 0.0, math.inf
+        for _attempt in range(6):
+            tilt = self._tilt(slope, delta)
+            lo, up, below_window = self._composed(groups, direction, discretization, tilt).epsilon_bounds(delta)
+            best_lower, best_upper = max(best_lower, lo), min(best_upper, up)
+            if (not below_window and math.isfinite(up)) or tilt == 0.0:
+                break
+            slope = slope / 4.0 if slope > 0.25 else 0.0  # tilt less
+        return best_lower, best_upper
 
 
-def _step_spread(groups: NDArray[np.float64]) -> float:
-    """The smallest per-step standard deviation of the privacy loss, approximately.
+def _refine(discretization: float, gap: float, target: float) -> float:
+    """A finer grid for a gap that missed its target: the error scales like D^2 (with a margin)."""
+    shrink = math.sqrt(target / gap) * 0.8 if gap > 0.0 and target > 0.0 and math.isfinite(gap) else 0.5
+    return max(discretization * min(max(shrink, 0.1), 0.7), _MIN_DISCRETIZATION)
 
-    For the Poisson-subsampled Gaussian the loss variance under P is about
-    ``q^2 (e^{1/sigma^2} - 1)`` for small q, and ``1/sigma^2`` for q = 1
-    (the Gaussian PLD is N(mu, 2 mu), mu = 1/(2 sigma^2)); the smaller of the
-    two is used. Only the grid width depends on it: the bounds are certified
-    whatever it returns.
+
+def _minimise(objective: Any) -> _Guide:
+    """Minimise a quasi-convex function of lambda > 0 over a log grid, then by golden section.
+
+    Returns the value (``inf`` if nowhere finite) and the minimiser (0 when the
+    objective is not finite anywhere: no tilt).
     """
-    spreads = [
-        min(q * math.sqrt(math.expm1(min(1.0 / (s * s), 700.0))), 1.0 / s) for q, s, _count in groups
-    ]
-    return min(spreads) if spreads else 1.0
+    grid = np.geomspace(1e-3, 1e4, 29)
+    values = []
+    for s in grid:
+        with np.errstate(over="ignore", invalid="ignore"):  # overflow at large slopes means "not here"
+            v = objective(float(s))
+        values.append(v if math.isfinite(v) else math.inf)
+    best = int(np.argmin(values))
+    if not math.isfinite(values[best]):
+        return _Guide(math.inf, 0.0)
+    lo = math.log(grid[max(best - 1, 0)])
+    hi = math.log(grid[min(best + 1, grid.size - 1)])
+    ratio = (math.sqrt(5.0) - 1.0) / 2.0
+    a, b = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
 
+    def f(x: float) -> float:
+        with np.errstate(over="ignore", invalid="ignore"):
+            v = objective(math.exp(x))
+        return v if math.isfinite(v) else math.inf
 
-def _invert(composed: Any, delta: float) -> tuple[float, float, bool]:
-    """Epsilon bounds for one direction by bisection on the monotone delta bounds.
-
-    Returns ``(lower, upper, below_window)``; ``below_window`` says the upper
-    bound's root lies below the represented losses (retry with less tilt).
-    """
-
-    def bounds(eps: float) -> tuple[float, float]:
-        lo, up = composed.delta_bounds(np.array([eps]))
-        return float(lo[0]), float(up[0])
-
-    start = max(0.0, composed.window_low + 2 * composed.discretization)
-    stop = composed.window_high + 1.0
-    below_window = False
-    # Upper bound: the smallest eps with upper(eps) <= delta.
-    if bounds(start)[1] <= delta:
-        upper = start
-        below_window = start > 0.0
-    elif bounds(stop)[1] > delta:
-        upper = math.inf  # this window cannot certify delta: the RDP bound takes over
-    else:
-        upper = _bisect(lambda e: bounds(e)[1] <= delta, start, stop)
-    # Lower bound: every eps with lower(eps) > delta is below the true epsilon.
-    # The lower bound is informative only near the tilt point (far below it the
-    # round-off terms swamp it), so bracket downward from the upper answer.
-    lower = 0.0
-    anchor = upper if math.isfinite(upper) else stop
-    width = max(1e-3 * anchor, 1e-6)
-    probe = anchor
-    while probe > 0.0:
-        probe = max(anchor - width, 0.0)
-        if bounds(probe)[0] > delta:
-            lower = _bisect(lambda e: bounds(e)[0] <= delta, probe, anchor, return_low=True)
-            break
-        anchor, width = probe, 2.0 * width
-    return lower, upper, below_window
-
-
-def _bisect(is_valid: Any, low: float, high: float, *, return_low: bool = False) -> float:
-    """Bisection for a monotone predicate false at ``low`` and true at ``high``.
-
-    Returns the ``high`` end (where the predicate holds), or the ``low`` end with
-    ``return_low``; the bracket is shrunk to relative width 1e-10.
-    """
-    for _ in range(200):
-        if high - low <= 1e-10 * max(high, 1e-300):
-            break
-        mid = 0.5 * (low + high)
-        if is_valid(mid):
-            high = mid
+    fa, fb = f(a), f(b)
+    for _ in range(30):
+        if fa < fb:
+            hi, b, fb = b, a, fa
+            a = hi - ratio * (hi - lo)
+            fa = f(a)
         else:
-            low = mid
-    return low if return_low else high
+            lo, a, fa = a, b, fb
+            b = lo + ratio * (hi - lo)
+            fb = f(b)
+    x = a if fa < fb else b
+    value = min(fa, fb, values[best])
+    slope = math.exp(x) if min(fa, fb) <= values[best] else float(grid[best])
+    return _Guide(value, slope)
 
 
 register_accountant("pld", PLDAccountant)

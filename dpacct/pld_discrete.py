@@ -3,19 +3,21 @@
 A :class:`DiscretePLD` is built from a partition of the real line into cells and
 the masses of every cell under the two distributions ``P`` and ``Q`` of a
 dominating pair; it is composed lazily (``(pmf, count)`` groups, one FFT at
-query time, in C++: ``dpacct._core.pld_discrete``) and answers
+query time, by the one PLD composer of :mod:`dpacct.pld`) and answers
 ``delta(epsilon)`` and ``epsilon(delta)`` of the pair ``(P, Q)``.
 
 Two roundings, each a certified bound (soundness argument with citations in
-``cpp/include/dpacct/pld_discrete.hpp``):
+``cpp/include/dpacct/pld/step.hpp`` and ``finite.hpp``):
 
-* ``pessimistic=True`` (default): each cell gets the **largest** privacy loss in
-  it (``L = log p/q`` at its right edge; ``L`` must be non-decreasing in ``x``),
-  rounded **up** to the grid; the right tail cell and any P-mass missing from the
-  cells go to the ``+inf`` atom. Every result is an **upper bound**.
+* ``pessimistic=True`` (default): each cell, whose losses lie between ``L`` at
+  its two edges (``L`` must be non-decreasing in ``x``), is spread to the grid
+  points around that range keeping its P- and Q-mass (connect the dots); the
+  right tail cell and any P-mass missing from the cells go to the ``+inf``
+  atom. Every result is an **upper bound**.
 * ``pessimistic=False``: the pair is bucketed into the cells (post-processing,
-  so its divergence can only shrink) and each bucket's loss
-  ``log(P(cell)/Q(cell))`` is rounded **down**. Every result is a **lower bound**.
+  so its divergence can only shrink) and each bucket is labelled by its loss
+  ``log(P(cell)/Q(cell))`` rounded to the grid; the hockey-stick divergence of
+  the composed labels is a **lower bound**.
 
 FFT round-off is bounded rigorously and charged to the bound (added to an upper
 bound, subtracted from a lower bound).
@@ -49,14 +51,13 @@ LogFunction = Callable[[NDArray[np.float64]], Any]
 
 
 class ComposedPMF(NamedTuple):
-    """The composed discrete PLD: ``mass[j]`` at loss ``(offset + j) * discretization``, plus ``+inf``.
+    """One step's discrete PLD: ``mass[j]`` at loss ``(offset + j) * discretization``, plus ``+inf``.
 
-    ``mass`` is the computed composition clipped at 0; ``error_l2`` bounds the
-    2-norm of its FFT round-off error (0 when no FFT was needed);
-    ``infinity_mass`` is rounded towards the bound (up if pessimistic). When the
-    full support did not fit in ``max_size``, ``mass`` covers only a window and
-    ``tail_low`` / ``tail_high`` bound the composed mass below / above it
-    (Chernoff); both are 0 otherwise.
+    For a pessimistic PLD these are the connect-the-dots grid masses (the
+    distribution every upper bound is computed from), for an optimistic one the
+    P-masses of the cell labels; ``infinity_mass`` is rounded towards the
+    bound. ``error_l2``, ``tail_low`` and ``tail_high`` are 0: one step is
+    exact up to the rounding of its cell masses.
     """
 
     offset: int
@@ -69,9 +70,7 @@ class ComposedPMF(NamedTuple):
 
 @dataclass(frozen=True, eq=False)
 class _Step:
-    offset: int
-    mass: NDArray[np.float64]
-    infinity_mass: float
+    core: Any  # dpacct._core.pld.Step
 
 
 def _log1mexp(x: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -141,19 +140,13 @@ class DiscretePLD:
     -----
     ``get_delta`` and ``get_epsilon`` return **upper bounds** when
     ``pessimistic`` is true and **lower bounds** otherwise (see the module
-    docstring and ``cpp/include/dpacct/pld_discrete.hpp`` for the proof). If the
-    full composed support does not fit in ``max_size`` entries, only the window
-    outside which the composed mass is ``<= e^-80`` per side (Chernoff bound) is
-    kept, and the mass outside it is charged to the bound (as if at ``+inf`` for
-    an upper bound, subtracted for a lower bound); if even that window does not
-    fit, a ``ValueError`` says to increase ``discretization`` or ``max_size``.
-
-    Accuracy: the rounding is one-sided, so after ``count`` steps the two bounds
-    on epsilon are up to about ``2 * count * discretization`` apart (the
-    Gaussian-specific :class:`dpacct.pld.PLDAccountant` rounds to nearest and
-    pays only ``D sqrt(T)``). FFT round-off is charged as
-    ``error_l2 * sqrt(#entries above epsilon)``, which dominates deltas below
-    about ``1e-9`` after large compositions (no exponential tilting here).
+    docstring). Steps are composed by the same composer as
+    :class:`dpacct.pld.PLDAccountant` (untilted here): if the full composed
+    support does not fit in ``max_size`` entries, only a Chernoff window is
+    kept and the mass outside it is charged to the bound; if even that window
+    does not fit, a ``ValueError`` says to increase ``discretization``. FFT
+    round-off is bounded and charged; without tilting it dominates deltas
+    below about ``1e-10`` after large compositions.
 
     References
     ----------
@@ -253,9 +246,7 @@ class DiscretePLD:
             lp, lq = lq[::-1].copy(), lp[::-1].copy()
             if ratio is not None:
                 ratio = -ratio[::-1]
-        offset, mass, infinity = _core.pld_discrete.from_cells(lp, lq, ratio if pess else None, d, pess, size)
-        step = _Step(int(offset), np.asarray(mass, dtype=np.float64), float(infinity))
-        step.mass.flags.writeable = False
+        step = _Step(_core.pld.cells_step(lp, lq, ratio if pess else None, d, size))
         return cls(groups=((step, 1),), discretization=d, pessimistic=pess, max_size=size)
 
     @classmethod
@@ -440,10 +431,8 @@ class DiscretePLD:
 
     def _core(self) -> Any:
         if self._composed is None:
-            groups = [(s.offset, s.mass, s.infinity_mass, float(c)) for s, c in self._groups]
-            self._composed = _core.pld_discrete.Composed(
-                groups, self._discretization, self._pessimistic, self._max_size
-            )
+            steps = [s.core for s, _ in self._groups]
+            self._composed = _core.pld.ComposedPld(steps, [float(c) for _, c in self._groups], 0.0, self._max_size)
         return self._composed
 
     # ---------------------------------------------------------------------- queries
@@ -462,7 +451,9 @@ class DiscretePLD:
             including discretization and FFT round-off.
         """
         eps = _check.epsilon_array(epsilon)
-        return unwrap(np.asarray(self._core().delta(eps), dtype=np.float64))
+        lower, upper = self._core().delta_bounds(np.ascontiguousarray(eps.reshape(-1)))
+        out = np.asarray(upper if self._pessimistic else lower, dtype=np.float64).reshape(eps.shape)
+        return unwrap(out)
 
     def get_epsilon(self, delta: ArrayLike) -> float | NDArray[np.float64]:
         """Certified bound on epsilon(delta) of the composed pair, by bisection on the certified delta.
@@ -480,19 +471,32 @@ class DiscretePLD:
             atom alone exceeds ``delta``).
         """
         d = _check.delta_array(delta)
-        return unwrap(np.asarray(self._core().epsilon(d), dtype=np.float64))
+        composed = self._core()
+        out = np.empty_like(d)
+        for index, target in np.ndenumerate(d):
+            lower, upper, _below = composed.epsilon_bounds(float(target))
+            out[index] = upper if self._pessimistic else lower
+        return unwrap(out)
 
     def pmf(self) -> ComposedPMF:
-        """The composed PMF on the loss grid (runs the composition if not done yet)."""
-        c = self._core()
-        return ComposedPMF(
-            int(c.offset),
-            np.asarray(c.mass),
-            float(c.infinity_mass),
-            float(c.error_l2),
-            float(c.tail_low),
-            float(c.tail_high),
-        )
+        """The discrete PLD of a single step (see :class:`ComposedPMF`).
+
+        Raises
+        ------
+        ValueError
+            If this PLD is a composition: composed PLDs are answered by the
+            tilted FFT composer (:meth:`get_delta`, :meth:`get_epsilon`), which
+            never forms the untilted composed PMF.
+        """
+        if len(self._groups) != 1 or self._groups[0][1] != 1:
+            msg = f"pmf() is available for a single step, got a composition of {self.count} steps"
+            raise ValueError(msg)
+        core = self._groups[0][0].core
+        if self._pessimistic:
+            log_mass, offset, infinity = core.log_upper, core.upper_low, core.infinity_upper
+        else:
+            log_mass, offset, infinity = core.log_p, core.label_low, core.infinity_lower
+        return ComposedPMF(int(offset), np.exp(np.asarray(log_mass)), float(infinity), 0.0, 0.0, 0.0)
 
     def __repr__(self) -> str:
         kind = "pessimistic" if self._pessimistic else "optimistic"

@@ -245,9 +245,9 @@ def test_one_step_delta_bounds_bracket_the_closed_form(sigma: float, log10_q: fl
       there is 0.5% (the accountant's own target), so 4x margin; a wrong loss, a
       dropped direction or a bad grid shows up as far more.
     * ``upper - lower <= 2% of exact + 5e-10`` everywhere: for small q and small eps
-      the gap has an absolute floor of about 1e-11 (e.g. sigma=1, q=1e-3, eps=0.3:
-      exact 6.2e-12, upper 1.03e-11; below 1e-10 the lower bound is often 0). So relative tightness is only asserted from 1e-7 on; see
-      test_one_step_small_delta_relative_gap (strict xfail).
+      the gap of a composition can have an absolute floor of FFT round-off; one
+      step is not transformed, so it is exact up to its cell rounding (see
+      test_one_step_small_delta_relative_gap, which once was a strict xfail).
 
     Deltas below half the smallest subnormal double (~2.5e-324; e.g. sigma=4,
     q=1e-3, eps=4 has delta 1.27e-417) are compared as 0.0, the nearest double:
@@ -277,17 +277,13 @@ def test_one_step_small_delta_boosted_tilt() -> None:
     assert upper - lower <= REL_GAP * exact
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known: for small q and small eps the delta gap has an absolute floor ~1e-11 "
-    "(documented in dpacct.pld), so a delta of 6.2e-12 is not within 2%",
-)
-@pytest.mark.parametrize(("sigma", "q", "epsilon"), [(1.0, 0.001, 0.3)])
+@pytest.mark.parametrize(("sigma", "q", "epsilon"), [(1.0, 0.001, 0.3), (3.04, 3.3e-5, 1.4e-4), (1.0, 0.001, 0.39)])
 def test_one_step_small_delta_relative_gap(sigma: float, q: float, epsilon: float) -> None:
-    """Relative 2% tightness at exact delta 6.2e-12 (observed upper 1.03e-11).
+    """Relative 2% tightness at tiny deltas of one step (exact delta 6.2e-12 at the first case).
 
-    The module docstring of dpacct.pld states this floor; this records it. If it
-    starts passing, tighten the hypothesis test.
+    Regression: the engine before the generic composer had an absolute floor of
+    ~1e-11 here (upper 1.03e-11, a strict xfail); one step is now exact up to
+    its cell rounding.
     """
     remove, add = delta_one_step(epsilon, sigma, q)
     exact = max(remove, add)

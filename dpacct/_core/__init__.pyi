@@ -4,5 +4,4 @@
 from . import ablq as ablq
 from . import gaussian as gaussian
 from . import pld as pld
-from . import pld_discrete as pld_discrete
 from . import rdp as rdp

@@ -1,0 +1,226 @@
+// dpacct._core.pld: converts arrays, releases the GIL, calls the PLD kernels
+// (cpp/include/dpacct/pld/) and wraps their results. No maths here.
+#include "bindings/pld.hpp"
+
+#include <pybind11/complex.h>
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dpacct/fft.hpp"
+#include "dpacct/pld/compose.hpp"
+#include "dpacct/pld/finite.hpp"
+#include "dpacct/pld/monotone.hpp"
+
+namespace py = pybind11;
+using namespace py::literals;
+using Array = py::array_t<double, py::array::c_style | py::array::forcecast>;
+
+namespace dpacct::bindings {
+
+namespace {
+
+using dpacct::pld::MonotonePair;
+using dpacct::pld::StepPmf;
+
+bool parse_direction(const std::string& direction) {
+  if (direction != "remove" && direction != "add") {
+    throw std::invalid_argument("direction must be 'remove' or 'add', got '" + direction + "'");
+  }
+  return direction == "add";
+}
+
+// The pair of one direction of the Poisson-subsampled base pair.
+StepPmf monotone_step(std::shared_ptr<const MonotonePair> base, double sampling_probability,
+                      const std::string& direction, double discretization, double log_tail, std::size_t max_cells) {
+  const bool add = parse_direction(direction);
+  std::shared_ptr<const MonotonePair> pair = std::make_shared<dpacct::pld::Subsampled>(std::move(base), sampling_probability);
+  if (add) pair = std::make_shared<dpacct::pld::Swapped>(pair);
+  py::gil_scoped_release release;
+  return dpacct::pld::discretize(*pair, discretization, log_tail, max_cells);
+}
+
+std::vector<double> to_vector(const Array& a, const char* name) {
+  if (a.ndim() != 1) throw std::invalid_argument(std::string(name) + " must be a 1-d array");
+  return {a.data(), a.data() + a.size()};
+}
+
+Array to_array(const std::vector<double>& v) { return Array(static_cast<py::ssize_t>(v.size()), v.data()); }
+
+}  // namespace
+
+void bind_pld(py::module_& m) {
+  auto pld = m.def_submodule("pld", "Privacy loss distribution kernels (see dpacct.pld).");
+  py::class_<StepPmf>(pld, "Step", "One discretised step of a dominating pair; see dpacct.pld.")
+      .def_readonly("discretization", &StepPmf::discretization)
+      .def_readonly("has_upper", &StepPmf::has_upper)
+      .def_readonly("upper_low", &StepPmf::upper_low)
+      .def_readonly("label_low", &StepPmf::label_low)
+      .def_property_readonly("log_upper", [](const StepPmf& s) { return to_array(s.log_upper); })
+      .def_property_readonly("log_p", [](const StepPmf& s) { return to_array(s.log_p); })
+      .def_property_readonly("log_q", [](const StepPmf& s) { return to_array(s.log_q); })
+      .def_readonly("infinity_upper", &StepPmf::infinity_upper)
+      .def_readonly("infinity_lower", &StepPmf::infinity_lower)
+      .def_readonly("loss_slack", &StepPmf::loss_slack)
+      .def_readonly("mean_abs_loss", &StepPmf::mean_abs_loss)
+      .def_readonly("loss_sd", &StepPmf::loss_sd)
+      .def_readonly("max_abs_loss", &StepPmf::max_abs_loss);
+
+  pld.def(
+      "gaussian_step",
+      [](double noise_multiplier, double sampling_probability, const std::string& direction, double discretization,
+         double log_tail, std::size_t max_cells) {
+        return monotone_step(std::make_shared<dpacct::pld::GaussianPair>(noise_multiplier), sampling_probability,
+                             direction, discretization, log_tail, max_cells);
+      },
+      "noise_multiplier"_a, "sampling_probability"_a, "direction"_a, "discretization"_a, "log_tail"_a, "max_cells"_a,
+      "One step of the Poisson-subsampled Gaussian; see dpacct.pld.");
+  pld.def(
+      "laplace_step",
+      [](double noise_multiplier, double sampling_probability, const std::string& direction, double discretization,
+         double log_tail, std::size_t max_cells) {
+        return monotone_step(std::make_shared<dpacct::pld::LaplacePair>(noise_multiplier), sampling_probability,
+                             direction, discretization, log_tail, max_cells);
+      },
+      "noise_multiplier"_a, "sampling_probability"_a, "direction"_a, "discretization"_a, "log_tail"_a, "max_cells"_a,
+      "One step of the Poisson-subsampled Laplace mechanism; see dpacct.pld.");
+  pld.def(
+      "mixture_gaussian_step",
+      [](double noise_multiplier, const Array& sensitivities, const Array& probabilities, double sampling_probability,
+         const std::string& direction, double discretization, double log_tail, std::size_t max_cells) {
+        auto base = std::make_shared<dpacct::pld::MixtureGaussianPair>(
+            noise_multiplier, to_vector(sensitivities, "sensitivities"), to_vector(probabilities, "probabilities"));
+        return monotone_step(std::move(base), sampling_probability, direction, discretization, log_tail, max_cells);
+      },
+      "noise_multiplier"_a, "sensitivities"_a, "probabilities"_a, "sampling_probability"_a, "direction"_a,
+      "discretization"_a, "log_tail"_a, "max_cells"_a,
+      "One step of the Poisson-subsampled mixture-of-Gaussians mechanism; see dpacct.pld.");
+  pld.def(
+      "finite_step",
+      [](const Array& log_p, const Array& log_q, double sampling_probability, const std::string& direction,
+         double discretization, std::size_t max_cells) {
+        if (log_p.ndim() != 1 || log_q.ndim() != 1 || log_p.size() != log_q.size()) {
+          throw std::invalid_argument("log_p and log_q must be 1-d arrays of the same length");
+        }
+        const bool add = parse_direction(direction);
+        py::gil_scoped_release release;
+        return dpacct::pld::finite_step(log_p.data(), log_q.data(), static_cast<std::size_t>(log_p.size()),
+                                        sampling_probability, add, discretization, max_cells);
+      },
+      "log_p"_a, "log_q"_a, "sampling_probability"_a, "direction"_a, "discretization"_a, "max_cells"_a,
+      "One step of a finite pair, Poisson-subsampled; see dpacct.pld.");
+  pld.def(
+      "cells_step",
+      [](const Array& log_p, const Array& log_q, const std::optional<Array>& loss_at_edges, double discretization,
+         std::size_t max_cells) {
+        if (log_p.ndim() != 1 || log_q.ndim() != 1 || log_p.size() != log_q.size()) {
+          throw std::invalid_argument("log_p and log_q must be 1-d arrays of the same length");
+        }
+        const double* edges = nullptr;
+        if (loss_at_edges) {
+          if (loss_at_edges->ndim() != 1 || loss_at_edges->size() + 1 != log_p.size()) {
+            throw std::invalid_argument("log_ratio_at_edges must have one entry fewer than log_p");
+          }
+          edges = loss_at_edges->data();
+        }
+        py::gil_scoped_release release;
+        return dpacct::pld::cells_step(log_p.data(), log_q.data(), static_cast<std::size_t>(log_p.size()), edges,
+                                       discretization, max_cells);
+      },
+      "log_p"_a, "log_q"_a, "loss_at_edges"_a, "discretization"_a, "max_cells"_a,
+      "One step from the cells of a partition; see dpacct.pld_discrete.");
+
+  py::class_<dpacct::pld::ComposedPld>(pld, "ComposedPld", "A composed, tilted PLD of one direction; see dpacct.pld.")
+      .def(py::init([](const std::vector<const StepPmf*>& steps, const std::vector<double>& counts, double tilt,
+                       std::size_t max_size) {
+             if (steps.size() != counts.size()) throw std::invalid_argument("steps and counts must have the same length");
+             std::vector<std::pair<const StepPmf*, double>> groups;
+             for (std::size_t i = 0; i < steps.size(); ++i) groups.emplace_back(steps[i], counts[i]);
+             py::gil_scoped_release release;
+             return new dpacct::pld::ComposedPld(groups, tilt, max_size);
+           }),
+           "steps"_a, "counts"_a, "tilt"_a, "max_size"_a)
+      .def(
+          "delta_bounds",
+          [](const dpacct::pld::ComposedPld& self, const Array& epsilon) {
+            Array lower(epsilon.request().shape);
+            Array upper(epsilon.request().shape);
+            const double* e = epsilon.data();
+            double* lo = lower.mutable_data();
+            double* up = upper.mutable_data();
+            const auto n = static_cast<std::size_t>(epsilon.size());
+            {
+              py::gil_scoped_release release;
+              for (std::size_t i = 0; i < n; ++i) self.delta_bounds(e[i], &lo[i], &up[i]);
+            }
+            return py::make_tuple(lower, upper);
+          },
+          "epsilon"_a, "(lower, upper) bounds on delta(epsilon) for this direction.")
+      .def(
+          "epsilon_bounds",
+          [](const dpacct::pld::ComposedPld& self, double delta) {
+            double lower = 0.0, upper = 0.0;
+            bool below = false;
+            {
+              py::gil_scoped_release release;
+              self.epsilon_bounds(delta, &lower, &upper, &below);
+            }
+            return py::make_tuple(lower, upper, below);
+          },
+          "delta"_a, "(lower, upper, below_window) bounds on epsilon(delta) for this direction.")
+      .def_property_readonly("window_low", &dpacct::pld::ComposedPld::window_low)
+      .def_property_readonly("window_high", &dpacct::pld::ComposedPld::window_high)
+      .def_property_readonly("discretization", &dpacct::pld::ComposedPld::discretization)
+      .def_property_readonly("size", &dpacct::pld::ComposedPld::size)
+      .def_property_readonly("memory_bytes", &dpacct::pld::ComposedPld::memory_bytes);
+
+  pld.def(
+      "fft",
+      [](py::array_t<std::complex<double>, py::array::c_style | py::array::forcecast> values, bool inverse) {
+        std::vector<std::complex<double>> data(values.data(), values.data() + values.size());
+        {
+          py::gil_scoped_release release;
+          const dpacct::fft::Plan plan(data.size());
+          if (inverse) {
+            plan.inverse(data);
+          } else {
+            plan.forward(data);
+          }
+        }
+        return py::array_t<std::complex<double>>(static_cast<py::ssize_t>(data.size()), data.data());
+      },
+      "values"_a, "inverse"_a = false, "Unnormalised radix-2 FFT (test hook for dpacct's own FFT).");
+  pld.def(
+      "rfft",
+      [](const Array& values) {
+        std::vector<double> data(values.data(), values.data() + values.size());
+        std::vector<std::complex<double>> out;
+        {
+          py::gil_scoped_release release;
+          out = dpacct::fft::RealPlan(data.size()).forward(data);
+        }
+        return py::array_t<std::complex<double>>(static_cast<py::ssize_t>(out.size()), out.data());
+      },
+      "values"_a, "Half spectrum of a real sequence (test hook for dpacct's real FFT).");
+  pld.def(
+      "irfft",
+      [](py::array_t<std::complex<double>, py::array::c_style | py::array::forcecast> spectrum) {
+        std::vector<std::complex<double>> data(spectrum.data(), spectrum.data() + spectrum.size());
+        std::vector<double> out;
+        {
+          py::gil_scoped_release release;
+          out = dpacct::fft::RealPlan(2 * (data.size() - 1)).inverse(data);
+        }
+        return Array(static_cast<py::ssize_t>(out.size()), out.data());
+      },
+      "spectrum"_a, "Unnormalised inverse of rfft (test hook).");
+  pld.def("fft_error_bound", &dpacct::fft::error_bound, "size"_a, "Relative 2-norm error bound of one FFT.");
+}
+
+}  // namespace dpacct::bindings

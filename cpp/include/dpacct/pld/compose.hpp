@@ -1,0 +1,104 @@
+// The one PLD composer: any list of discretised steps (step.hpp), each
+// repeated `count` times, composed by FFT with exponential tilting, with
+// certified upper and lower bounds on delta(epsilon) and epsilon(delta).
+//
+// Notation (one direction of a dominating pair): for the T-fold composition
+//     delta(eps) = E_{P^T}[(1 - e^{eps - sum_t L_t})_+] + P(some L_t = +inf)
+// (Sommer, Meiser, Mohammadi, "Privacy Loss Classes", PoPETs 2019). Each step
+// brings two discretisations (see step.hpp): the connect-the-dots grid masses
+// (upper bound) and the P/Q masses of cell labels (lower bound, data
+// processing). Three sequences per step are composed: the grid masses, the
+// label P-masses and the label Q-masses.
+//
+// TILTING. Each sequence is multiplied by e^{lambda k D} (lambda = `tilt`; the
+// Q-labels by e^{(lambda + 1) k D}, which makes them comparable with P) and
+// normalised, so that the region around the queried epsilon carries O(1)
+// mass and small deltas keep their relative accuracy after the FFT; the
+// composition is untilted in log space (the tilt factorises over a sum).
+//
+// WINDOW. The composed support can be far longer than what matters; the FFT
+// holds a window of losses outside which the tilted composed mass is
+// <= e^-25 per side (Chernoff bounds P(S >= t) <= exp(K(s) - s t) from the
+// exact cumulants of the tilted steps, over a geometric set of slopes), or
+// the whole support when that is shorter. Steps are placed at their absolute
+// index mod N, so the circular result holds every window entry plus mass
+// aliased in from outside (>= 0, bounded by the two tails): charged to both
+// bounds.
+//
+// ROUND-OFF. FFT round-off is bounded in the 2-norm (Higham, "Accuracy and
+// Stability of Numerical Algorithms", 2nd ed., Thm 24.2, through
+// fft::error_bound) and carried to the suffix sums by Cauchy-Schwarz; the
+// relative rounding of the tilted entries is composed as a log factor; the
+// losses' own rounding (StepPmf::loss_slack) shifts epsilon.
+//
+// UPPER BOUND: delta_u(eps) = sum_{K D > eps} p_K (1 - e^{eps - K D}) of the
+// composed grid masses, plus the round-off, window and +inf terms.
+// LOWER BOUND: max over thresholds j of P(K >= j) - e^eps Q(K >= j) of the
+// composed labels (P low, Q high), plus P(some step has label +inf).
+#pragma once
+
+#include <cstddef>
+#include <utility>
+#include <vector>
+
+#include "dpacct/pld/step.hpp"
+
+namespace dpacct::pld {
+
+class ComposedPld {
+ public:
+  // Composes the (step, count) groups; every step must have the same
+  // discretization; counts are integers >= 0. `tilt` >= 0; `max_size` caps
+  // the FFT size (a power of two). Throws std::invalid_argument if the
+  // composition cannot fit (the message says to increase discretization).
+  ComposedPld(const std::vector<std::pair<const StepPmf*, double>>& groups, double tilt, std::size_t max_size);
+
+  // Certified bounds on delta(epsilon) for this direction (lower <= upper).
+  void delta_bounds(double epsilon, double* lower, double* upper) const;
+
+  // Certified bounds on epsilon(delta), 0 < delta < 1, by bisection on the
+  // monotone delta bounds (to relative width 1e-10, rounded outward).
+  // `upper` is +inf when this window cannot certify delta; `below_window`
+  // says the upper bound's root lies below the represented losses (a
+  // smaller tilt would do better).
+  void epsilon_bounds(double delta, double* lower, double* upper, bool* below_window) const;
+
+  double discretization() const { return discretization_; }
+  double window_low() const;   // smallest loss represented (upper bound's grid)
+  double window_high() const;  // largest loss represented
+  std::size_t size() const { return size_; }
+  std::size_t memory_bytes() const;  // the working memory this composition held at its peak
+
+ private:
+  double upper_bound(double epsilon) const;
+  double lower_bound(double epsilon) const;
+
+  double discretization_ = 0.0;
+  double tilt_ = 0.0;
+  std::size_t size_ = 0;
+  bool has_upper_ = true;
+  bool empty_ = true;             // nothing composed (loss 0 with probability 1)
+  bool upper_finite_empty_ = false;  // the composed grid masses are all 0 (everything at +inf)
+  bool labels_empty_ = false;     // the composed label masses are all 0
+  bool single_ = false;           // one step, count 1: no transform (exact entries)
+  long window_start_ = 0;         // loss index of entry 0 of s1_ and s2_
+  long cells_start_ = 0;          // label sum of entry 0 of sp_ and sq_
+  // Upper: untilted p_K = c_K exp(log_shift_u - tilt K D);
+  // s1[i] = sum_{j >= i} c_j e^{-tilt (j - i) D}, s2 the same with tilt + 1.
+  double log_shift_u_ = 0.0;
+  std::vector<double> s1_, s2_;
+  double entry_error_u_ = 0.0;
+  // Lower: P(K >= j) = e^{log_shift_p - tilt j D} sp[j] (+ P(some +inf)),
+  // Q(K >= j) = e^{log_shift_q - (tilt + 1) j D} sq[j].
+  double log_shift_p_ = 0.0, log_shift_q_ = 0.0;
+  std::vector<double> sp_, sq_;
+  double entry_error_p_ = 0.0, entry_error_q_ = 0.0;
+  long reliable_low_ = 0, reliable_high_ = 0;
+  double log_rounding_ = 0.0;     // relative rounding of the tilted entries, composed (log factor)
+  double epsilon_slack_ = 0.0;    // sum of count * loss_slack
+  double tail_above_ = 0.0;       // 1 - prod (1 - infinity_upper)^count, rounded up
+  double any_infinity_lower_ = 0.0;  // 1 - prod (1 - infinity_lower)^count, rounded down
+  double log_tail_u_ = 0.0, log_tail_c_ = 0.0;  // log tilted mass allowed outside each window
+};
+
+}  // namespace dpacct::pld

@@ -1,0 +1,150 @@
+// Dominating pairs (P, Q) on the real line whose privacy loss L(x) = log dP/dQ(x)
+// is non-decreasing in x, and their discretisation into a StepPmf (step.hpp).
+//
+// With L monotone, the cell of losses [kD, (k+1)D) is an interval of x whose
+// P- and Q-masses are differences of log-CDFs; the discretisation needs only
+// L, its inverse and the two log-CDFs. Every mechanism here is one small class:
+//   - GaussianPair:      P = N(1, s^2), Q = N(0, s^2) (sensitivity 1, noise multiplier s);
+//   - LaplacePair:       P = Lap(1, b), Q = Lap(0, b) (L1 sensitivity 1, scale b);
+//   - MixtureGaussianPair: P = sum_i w_i N(c_i, s^2), Q = N(0, s^2), c_i >= 0
+//     (the mixture-of-Gaussians mechanism of Ganesh, "Tight group privacy and
+//     the mixture-of-Gaussians mechanism", arXiv:2310.15526, used for
+//     DP-SGD with random sensitivities);
+// and two wrappers that build new monotone pairs from old ones:
+//   - Subsampled(pair, q): P' = (1 - q) Q + q P, Q' = Q, the "remove" direction
+//     of Poisson subsampling; its loss log(1 - q + q e^{L(x)}) is monotone in x
+//     (Zhu, Dong, Wang, "Optimal Accounting of Differential Privacy via
+//     Characteristic Function", AISTATS 2022, arXiv:2106.08567, Thm 10, and
+//     Koskela et al. 2020 for the Gaussian);
+//   - Swapped(pair): the pair (Q, P) on y = -x, so its loss -L(-y) is again
+//     non-decreasing; Swapped(Subsampled(pair, q)) is the "add" direction.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "dpacct/pld/step.hpp"
+
+namespace dpacct::pld {
+
+class MonotonePair {
+ public:
+  virtual ~MonotonePair() = default;
+  // L(x), non-decreasing; x finite.
+  virtual double loss(double x) const = 0;
+  // The x with L(x) = l, for loss_inf() < l < loss_sup() (may return the
+  // boundary x for l at a bounded end).
+  virtual double x_of(double l) const = 0;
+  // {log P(X <= x), log P(X > x)} and the same for Q; x may be +-inf.
+  virtual Edge edge_p(double x) const = 0;
+  virtual Edge edge_q(double x) const = 0;
+  // lim L(x) as x -> -inf and +inf (possibly infinite).
+  virtual double loss_inf() const = 0;
+  virtual double loss_sup() const = 0;
+  // Points beyond which both P and Q have mass <= e^{log_tail} (only used on
+  // a side where the loss is unbounded).
+  virtual double clamp_low(double log_tail) const = 0;
+  virtual double clamp_high(double log_tail) const = 0;
+  // Absolute error bound of the computed loss at the computed edge of a
+  // cell, beyond 64 u (1 + |loss|) (the default for closed-form inverses).
+  virtual double extra_loss_error() const { return 0.0; }
+};
+
+class GaussianPair final : public MonotonePair {
+ public:
+  explicit GaussianPair(double noise_multiplier);
+  double loss(double x) const override;
+  double x_of(double l) const override;
+  Edge edge_p(double x) const override;
+  Edge edge_q(double x) const override;
+  double loss_inf() const override;
+  double loss_sup() const override;
+  double clamp_low(double log_tail) const override;
+  double clamp_high(double log_tail) const override;
+
+ private:
+  double sigma_;
+};
+
+class LaplacePair final : public MonotonePair {
+ public:
+  explicit LaplacePair(double scale);
+  double loss(double x) const override;
+  double x_of(double l) const override;
+  Edge edge_p(double x) const override;
+  Edge edge_q(double x) const override;
+  double loss_inf() const override { return -1.0 / scale_; }
+  double loss_sup() const override { return 1.0 / scale_; }
+  double clamp_low(double) const override;
+  double clamp_high(double) const override;
+
+ private:
+  double scale_;
+};
+
+class MixtureGaussianPair final : public MonotonePair {
+ public:
+  // sensitivities c_i >= 0 (finite), probabilities w_i > 0 summing to 1 (within 1e-12).
+  MixtureGaussianPair(double noise_multiplier, std::vector<double> sensitivities, std::vector<double> probabilities);
+  double loss(double x) const override;
+  double x_of(double l) const override;
+  Edge edge_p(double x) const override;
+  Edge edge_q(double x) const override;
+  double loss_inf() const override;
+  double loss_sup() const override;
+  double clamp_low(double log_tail) const override;
+  double clamp_high(double log_tail) const override;
+  double extra_loss_error() const override;
+
+ private:
+  double sigma_;
+  std::vector<double> c_, log_w_;
+  double c_min_ = 0.0, c_max_ = 0.0, log_w_zero_;  // log of the weight on c = 0 (-inf if none)
+};
+
+class Subsampled final : public MonotonePair {
+ public:
+  Subsampled(std::shared_ptr<const MonotonePair> base, double sampling_probability);
+  double loss(double x) const override;
+  double x_of(double l) const override;
+  Edge edge_p(double x) const override;
+  Edge edge_q(double x) const override { return base_->edge_q(x); }
+  double loss_inf() const override;
+  double loss_sup() const override;
+  double clamp_low(double log_tail) const override { return base_->clamp_low(log_tail); }
+  double clamp_high(double log_tail) const override { return base_->clamp_high(log_tail); }
+  double extra_loss_error() const override { return base_->extra_loss_error(); }
+
+ private:
+  double lift(double base_loss) const;  // log(1 - q + q e^l)
+  std::shared_ptr<const MonotonePair> base_;
+  double q_, log_q_, log_1mq_;
+};
+
+class Swapped final : public MonotonePair {
+ public:
+  explicit Swapped(std::shared_ptr<const MonotonePair> base) : base_(std::move(base)) {}
+  double loss(double y) const override { return -base_->loss(-y); }
+  double x_of(double l) const override { return -base_->x_of(-l); }
+  Edge edge_p(double y) const override;
+  Edge edge_q(double y) const override;
+  double loss_inf() const override { return -base_->loss_sup(); }
+  double loss_sup() const override { return -base_->loss_inf(); }
+  double clamp_low(double log_tail) const override { return -base_->clamp_high(log_tail); }
+  double clamp_high(double log_tail) const override { return -base_->clamp_low(log_tail); }
+  double extra_loss_error() const override { return base_->extra_loss_error(); }
+
+ private:
+  std::shared_ptr<const MonotonePair> base_;
+};
+
+// Discretises one step of `pair` on the grid of width `discretization`
+// (see step.hpp for what the two halves certify). Where the loss is
+// unbounded, the P-mass beyond clamp_high(log_tail) goes to +inf (charged to
+// the upper bound) and the mass below clamp_low(log_tail) moves up to the
+// lowest grid point kept. Throws std::invalid_argument if one step would need
+// more than `max_cells` cells (the message says to increase discretization).
+StepPmf discretize(const MonotonePair& pair, double discretization, double log_tail, std::size_t max_cells);
+
+}  // namespace dpacct::pld

@@ -1,0 +1,102 @@
+// One step of a privacy loss distribution (PLD), discretised for the composer
+// (pld/compose.hpp), and the certified-interval arithmetic the discretisations share.
+//
+// A mechanism enters the PLD engine as a StepPmf: two discretisations of its
+// dominating pair (P, Q) for one direction, on the loss grid k D (D =
+// `discretization`), each of which is a certified bound for every composition:
+//
+// UPPER (connect the dots; Doroshenko, Ghazi, Kamath, Kumar, Manurangsi,
+// "Connect the Dots: Tighter Discrete Approximations of Privacy Loss
+// Distributions", PoPETs 2022, arXiv:2207.04380, Thm 3.3). `log_upper[j]` is
+// the log-mass at loss (upper_low + j) D, and `infinity_upper` the mass at
+// +inf. It must be a *pessimistic* stand-in for the true loss L under P:
+// obtainable from L by mean-preserving spreads of Y = e^{-L} and by moving
+// mass to larger losses. delta(eps) = E[g(Y_1 ... Y_T)] with
+// g(y) = (1 - e^eps prod y)_+ convex and non-increasing in each y_t, so
+// conditional Jensen (independent steps) makes every composed delta an upper
+// bound. A cell whose loss lies in [a, b] (any two grid points) with P-mass m
+// and Q-mass w = E_P[e^{-L}; cell] is spread to a and b with
+//     p_a = (w - m e^{-b}) / (e^{-a} - e^{-b}),  p_b = m - p_a,
+// which keeps m and E[e^{-L}] (the split is taken at the certified lower end
+// of p_a: the rest, moved up to b, only raises delta).
+//
+// LOWER (data processing). Labelling each output by an integer label is
+// post-processing, and so is labelling the composed output by the sum K of
+// the labels; the hockey-stick divergence cannot grow under post-processing,
+// so for every threshold j, delta(eps) >= P(K >= j) - e^eps Q(K >= j).
+// `log_p[j]` / `log_q[j]` are the P- and Q-masses of label (label_low + j),
+// P at its certified lower end and Q at its upper end; `infinity_lower` is
+// P-mass certainly carrying the label +inf (outputs Q cannot produce), at its
+// lower end. P-mass may be dropped (it only lowers P(K >= j)); Q-mass may be
+// dropped only together with the P-mass of the same outputs (that is the
+// label -inf, never in {K >= j}). The label of a cell is its own loss
+// log(P(cell)/Q(cell)) rounded to the nearest grid index, so the label sum
+// tracks the composed loss and the bound is second order in D.
+//
+// `loss_slack` bounds how far a cell's true losses may poke out of the grid
+// interval it was assigned to (the rounding of its edges); the composer
+// shifts epsilon by count * loss_slack.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+namespace dpacct::pld {
+
+struct StepPmf {
+  double discretization = 0.0;
+  bool has_upper = true;        // false: only the lower bound is available (upper queries give 1)
+  long upper_low = 0;           // grid index of log_upper[0]
+  std::vector<double> log_upper;
+  double infinity_upper = 0.0;  // P-mass sent to +inf (upper end)
+  long label_low = 0;           // label of log_p[0] and log_q[0]
+  std::vector<double> log_p, log_q;
+  double infinity_lower = 0.0;  // P-mass certainly at +inf (lower end)
+  double loss_slack = 0.0;      // see the header comment
+  // Summary of the upper discretisation, used to choose grids: E_P|L| and
+  // sd_P(L) over the finite part, and the largest |loss| represented.
+  double mean_abs_loss = 0.0;
+  double loss_sd = 0.0;
+  double max_abs_loss = 0.0;
+};
+
+// Helpers shared by the discretisations: certified log-mass intervals.
+// Each log-CDF value is assumed to be within kLogError (1 + |value|) of the
+// exact one (log_ndtr, log_add and log1mexp in glibc are within a few ulps).
+inline constexpr double kUnit = 2.220446049250313e-16;  // DBL_EPSILON, a generous unit round-off
+inline constexpr double kLogError = 16.0 * kUnit;
+
+// A certified interval [lo, hi] for a log-mass.
+struct Mass {
+  double lo, hi;
+};
+
+// log P(X <= x) and log P(X > x) of a distribution at one point, each accurate
+// to kLogError (1 + |value|) in absolute terms (evaluate the tail that is
+// <= 1/2 and recover the other with log1mexp).
+struct Edge {
+  double log_cdf, log_sf;
+};
+
+// log(e^x - e^y) for y <= x, as an interval, given that x and y each err by
+// at most kLogError (1 + |value|); a difference that cancels completely gets
+// the interval [-inf, upper error bound].
+Mass log_difference(double x, double y);
+
+// log P(a < X <= b) as an interval, from the edge data at a and b.
+Mass log_interval(const Edge& a, const Edge& b);
+
+// exp(v) rounded down, for v itself computed with absolute error <= v_err.
+double exp_down(double v, double v_err);
+
+// Appends the connect-the-dots split of a cell with P-mass interval `m` and
+// Q-mass interval `w` (logs) whose losses lie in [a D, b D] (a <= b grid
+// indices) to `log_upper` (indexed from `upper_low`). When b == a the whole
+// upper end of m goes to a.
+void split_cell(const Mass& m, const Mass& w, long a, long b, double d, long upper_low,
+                std::vector<double>& log_upper);
+
+// Fills mean_abs_loss, loss_sd and max_abs_loss from log_upper (log_p for a lower-only step).
+void summarise(StepPmf& step);
+
+}  // namespace dpacct::pld

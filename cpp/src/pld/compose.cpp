@@ -1,0 +1,577 @@
+#include "dpacct/pld/compose.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <complex>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include "dpacct/check.hpp"
+#include "dpacct/fft.hpp"
+#include "dpacct/logmath.hpp"
+
+namespace dpacct::pld {
+
+namespace {
+
+constexpr double kU = kUnit;
+constexpr double kLogWindowTail = -25.0;  // tilted mass outside the FFT window: e^-25 ~ 1e-11 per side
+
+// z^count by binary exponentiation (count >= 1). The products are written out:
+// std::complex's operator* adds NaN/inf recovery branches (C99 Annex G) that
+// cost time and change nothing for finite data.
+std::complex<double> integer_power(std::complex<double> z, double count) {
+  double rr = 1.0, ri = 0.0, zr = z.real(), zi = z.imag();
+  auto n = static_cast<unsigned long long>(count);
+  while (n > 0) {
+    if (n & 1ULL) {
+      const double t = rr * zr - ri * zi;
+      ri = rr * zi + ri * zr;
+      rr = t;
+    }
+    n >>= 1;
+    if (n == 0) break;
+    const double t = zr * zr - zi * zi;
+    zi = 2.0 * zr * zi;
+    zr = t;
+  }
+  return {rr, ri};
+}
+
+// One tilted, normalised step sequence: p[j] at grid index low + j.
+struct Tilted {
+  long low = 0;
+  std::vector<double> p;
+  double log_norm = 0.0;      // log of the normaliser (untilted mass = p e^{log_norm - slope K D})
+  double l2 = 0.0;            // ||p||_2
+  double max_rounding = 0.0;  // relative rounding of the entries
+  bool empty = false;         // no mass at all
+};
+
+Tilted tilt_sequence(const std::vector<double>& log_mass, long low, double slope, double d) {
+  Tilted t;
+  t.low = low;
+  const std::size_t n = log_mass.size();
+  std::vector<double> logs(n);
+  double largest = 0.0;
+  for (std::size_t j = 0; j < n; ++j) {
+    const double kd = static_cast<double>(low + static_cast<long>(j)) * d;
+    logs[j] = log_mass[j] + slope * kd;
+    largest = std::max(largest, std::fabs(log_mass[j] == kNegInf ? 0.0 : log_mass[j]) + std::fabs(slope * kd));
+  }
+  t.log_norm = n == 0 ? kNegInf : logsumexp(logs.data(), n);
+  if (t.log_norm == kNegInf) {
+    t.empty = true;
+    t.log_norm = 0.0;
+    t.p.assign(std::max<std::size_t>(n, 1), 0.0);
+    return t;
+  }
+  t.p.resize(n);
+  double l2 = 0.0;
+  for (std::size_t j = 0; j < n; ++j) {
+    t.p[j] = std::exp(logs[j] - t.log_norm);
+    l2 += t.p[j] * t.p[j];
+  }
+  t.l2 = std::sqrt(l2);
+  // Each exponent carries <= (|log m| + |slope k D| + |log norm| + 4) u of
+  // absolute error (the sums and the exp), i.e. that much relative error.
+  t.max_rounding = 2.0 * kU * (largest + std::fabs(t.log_norm) + 4.0);
+  return t;
+}
+
+// Chernoff window of a sum of independent steps (tilted PMFs): the losses
+// [low, high] outside which the composed mass is <= e^{kLogWindowTail} per side,
+// from P(S >= t) <= exp(K(s) - s t) and P(S <= t) <= exp(K(-s) + s t),
+// K(s) = sum_g count_g log sum_j p_gj e^{s (low_g + j) D}, minimised over a
+// geometric set of slopes around 1 / sd. Returns false if no slope gives a
+// finite bound (overflowing cumulants).
+bool chernoff_window(const std::vector<const Tilted*>& seqs, const std::vector<double>& counts, double d,
+                     double* low, double* high) {
+  double variance = 0.0;
+  for (std::size_t g = 0; g < seqs.size(); ++g) {
+    double m1 = 0.0, m2 = 0.0;
+    const Tilted& t = *seqs[g];
+    for (std::size_t j = 0; j < t.p.size(); ++j) {
+      const double loss = static_cast<double>(t.low + static_cast<long>(j)) * d;
+      m1 += t.p[j] * loss;
+      m2 += t.p[j] * loss * loss;
+    }
+    variance += counts[g] * std::max(m2 - m1 * m1, 0.0);
+  }
+  const double sd = std::sqrt(variance) + d;
+  // K(s) as an upper bound, by Horner's rule in r = e^{s D} (no exp per entry):
+  // every term is >= 0, so the computed sum is within 2 n u (relative) of the
+  // exact one; an overflow gives +inf, which only makes that slope useless.
+  auto cumulant = [&](double s) {
+    double k = 0.0;
+    for (std::size_t g = 0; g < seqs.size(); ++g) {
+      const Tilted& t = *seqs[g];
+      const std::size_t n = t.p.size();
+      const bool up = s > 0.0;  // sum from the end whose powers are smallest
+      const double r = std::exp((up ? 1.0 : -1.0) * s * d);
+      double acc = 0.0;
+      if (up) {
+        for (std::size_t j = n; j-- > 0;) acc = acc * r + t.p[j];  // sum_j p_j r^j
+      } else {
+        for (std::size_t j = 0; j < n; ++j) acc = acc * r + t.p[j];  // sum_j p_j r^(n-1-j)
+      }
+      const double first = static_cast<double>(t.low) * d;
+      const double last = static_cast<double>(t.low + static_cast<long>(n) - 1) * d;
+      const double log_sum = std::log(acc * (1.0 + 4.0 * kU * static_cast<double>(n + 2))) + s * (up ? first : last);
+      k += counts[g] * log_sum;
+    }
+    return k;
+  };
+  // Slopes from 1/(256 sd) to 32/sd: heavy-tailed tilted steps need the small ones.
+  double hi = kInf, lo = kNegInf;
+  for (double scale = 1.0 / 256.0; scale <= 32.0; scale *= 2.0) {
+    const double s = scale / sd;
+    hi = std::min(hi, (cumulant(s) - kLogWindowTail) / s);
+    lo = std::max(lo, (cumulant(-s) - kLogWindowTail) / -s);
+  }
+  if (!(std::isfinite(hi) && std::isfinite(lo) && hi > lo)) return false;  // the caller uses the full support
+  *low = std::min(*low, lo);
+  *high = std::max(*high, hi);
+  return true;
+}
+
+// The whole composed support [sum count low, sum count high] of a kind of sequence, in grid units.
+void full_support(const std::vector<const Tilted*>& seqs, const std::vector<double>& counts, double* low,
+                  double* high) {
+  *low = *high = 0.0;
+  for (std::size_t g = 0; g < seqs.size(); ++g) {
+    *low += counts[g] * static_cast<double>(seqs[g]->low);
+    *high += counts[g] * static_cast<double>(seqs[g]->low + static_cast<long>(seqs[g]->p.size()) - 1);
+  }
+}
+
+// Whether to compose the whole support (nothing wraps around, no tail is
+// charged) rather than the Chernoff window: when it is shorter, or not much
+// longer and small (few steps).
+bool prefer_full(double full_span, double window_span) {
+  return full_span <= std::max(4.0 * window_span, 4096.0);
+}
+
+// Composes one kind of sequence over the groups on the window [start, start + N)
+// and returns the tilted composed entries (circular, clipped at 0).
+std::vector<double> compose(const std::vector<const Tilted*>& seqs, const std::vector<double>& counts,
+                            const fft::RealPlan& plan, long start, std::size_t single_size) {
+  if (single_size > 0) {  // one step, count 1: its own entries, exactly
+    std::vector<double> out(single_size, 0.0);
+    const Tilted& t = *seqs[0];
+    for (std::size_t j = 0; j < t.p.size(); ++j) {
+      const long i = t.low + static_cast<long>(j) - start;
+      if (i >= 0 && i < static_cast<long>(single_size)) out[static_cast<std::size_t>(i)] = t.p[j];
+    }
+    return out;
+  }
+  const std::size_t size = plan.size();
+  const auto n_mod = static_cast<long>(size);
+  std::vector<std::complex<double>> total(size / 2 + 1, {1.0, 0.0});
+  std::vector<double> buffer(size);
+  for (std::size_t g = 0; g < seqs.size(); ++g) {
+    std::fill(buffer.begin(), buffer.end(), 0.0);
+    const Tilted& t = *seqs[g];
+    for (std::size_t j = 0; j < t.p.size(); ++j) {
+      long index = (t.low + static_cast<long>(j)) % n_mod;
+      if (index < 0) index += n_mod;
+      buffer[static_cast<std::size_t>(index)] += t.p[j];
+    }
+    const std::vector<std::complex<double>> spectrum = plan.forward(buffer);
+    for (std::size_t k = 0; k < total.size(); ++k) {
+      const std::complex<double> z = integer_power(spectrum[k], counts[g]);
+      const double re = total[k].real() * z.real() - total[k].imag() * z.imag();
+      const double im = total[k].real() * z.imag() + total[k].imag() * z.real();
+      total[k] = {re, im};
+    }
+  }
+  const std::vector<double> circular = plan.inverse(total);
+  std::vector<double> out(size);
+  const double inv_n = 1.0 / static_cast<double>(size);
+  for (std::size_t i = 0; i < size; ++i) {
+    long r = (start + static_cast<long>(i)) % n_mod;
+    if (r < 0) r += n_mod;
+    out[i] = std::max(circular[static_cast<std::size_t>(r)] * inv_n, 0.0);  // FFT noise below 0 -> 0
+  }
+  return out;
+}
+
+// sqrt(sum_{j >= 0, j < n} e^{-2 slope j D}): with the 2-norm round-off bound e2 of
+// the composed entries, Cauchy-Schwarz bounds the error of a suffix sum by e2 times this.
+double weight_norm(double slope, double d, std::size_t n) {
+  if (slope > 0.0) return std::sqrt(1.0 / -std::expm1(-2.0 * slope * d));
+  return std::sqrt(static_cast<double>(n));
+}
+
+// suffix[i] = sum_{j >= i} c_j e^{-slope (j - i) D}.
+std::vector<double> suffix_sums(const std::vector<double>& c, double slope, double d) {
+  std::vector<double> s(c.size() + 1, 0.0);
+  const double r = std::exp(-slope * d);
+  for (std::size_t i = c.size(); i-- > 0;) s[i] = c[i] + r * s[i + 1];
+  s.pop_back();
+  return s;
+}
+
+// 2-norm round-off bound of the composed entries (Higham Thm 24.2 per
+// transform; forward errors amplified by the powers (|z| <= 1) are <= T eta
+// ||p||_2, the products add ~2 log2(count) ulps each, the inverse adds eta).
+double entry_error(const std::vector<const Tilted*>& seqs, const std::vector<double>& counts, std::size_t size) {
+  const double eta = fft::error_bound(size);
+  double steps = 0.0, max_l2 = 0.0, log2_count = 0.0;
+  for (std::size_t g = 0; g < seqs.size(); ++g) {
+    steps += counts[g];
+    max_l2 = std::max(max_l2, seqs[g]->l2);
+    log2_count += std::log2(counts[g] + 1.0) + 1.0;
+  }
+  return (steps + 2.0) * eta * max_l2 + (2.0 * log2_count + 8.0) * kU;
+}
+
+}  // namespace
+
+ComposedPld::ComposedPld(const std::vector<std::pair<const StepPmf*, double>>& groups, double tilt,
+                         std::size_t max_size)
+    : tilt_(tilt), log_tail_u_(kLogWindowTail), log_tail_c_(kLogWindowTail) {
+  require_nonnegative_finite("tilt", tilt);
+  std::vector<Tilted> upper, cells_p, cells_q;
+  std::vector<double> counts;
+  double log_no_infinity = 0.0, log_no_infinity_upper = 0.0;
+  upper.reserve(groups.size());
+  cells_p.reserve(groups.size());
+  cells_q.reserve(groups.size());
+  for (const auto& [step, count] : groups) {
+    if (!(count >= 0.0 && count == std::floor(count) && count < 9.0e15)) fail("count", "an integer >= 0", count);
+    if (count == 0.0) continue;
+    if (discretization_ == 0.0) discretization_ = step->discretization;
+    if (step->discretization != discretization_) {
+      throw std::invalid_argument("every step of a composition must have the same discretization");
+    }
+    const double d = discretization_;
+    has_upper_ = has_upper_ && step->has_upper;
+    upper.push_back(tilt_sequence(step->log_upper, step->upper_low, tilt, d));
+    cells_p.push_back(tilt_sequence(step->log_p, step->label_low, tilt, d));
+    cells_q.push_back(tilt_sequence(step->log_q, step->label_low, tilt + 1.0, d));
+    counts.push_back(count);
+    log_no_infinity_upper += count * std::log1p(-std::min(step->infinity_upper, 1.0));
+    log_no_infinity += count * std::log1p(-std::min(step->infinity_lower, 1.0));
+    epsilon_slack_ += count * step->loss_slack;
+    upper_finite_empty_ = upper_finite_empty_ || upper.back().empty;
+    labels_empty_ = labels_empty_ || cells_p.back().empty || cells_q.back().empty;
+    log_shift_u_ += count * upper.back().log_norm;
+    log_shift_p_ += count * cells_p.back().log_norm;
+    log_shift_q_ += count * cells_q.back().log_norm;
+    log_rounding_ += count * std::max({upper.back().max_rounding, cells_p.back().max_rounding,
+                                       cells_q.back().max_rounding});
+  }
+  if (counts.empty()) {  // nothing composed: the loss is 0 with probability 1
+    size_ = 1;
+    discretization_ = groups.empty() ? 1.0 : groups.front().first->discretization;
+    return;
+  }
+  empty_ = false;
+  require_positive_finite("discretization", discretization_);
+  const double d = discretization_;
+  // P(some step has loss +inf): rounded up for the upper bound, down for the lower.
+  tail_above_ = std::min(-std::expm1(log_no_infinity_upper) * (1.0 + 16.0 * kU), 1.0);
+  any_infinity_lower_ = std::max(-std::expm1(log_no_infinity) * (1.0 - 16.0 * kU), 0.0);
+  if (!has_upper_ || upper_finite_empty_) upper.clear();
+  if (labels_empty_) {
+    cells_p.clear();
+    cells_q.clear();
+  }
+  if (upper.empty() && cells_p.empty()) {
+    size_ = 1;
+    return;
+  }
+
+  std::vector<const Tilted*> pu, pp, pq;
+  for (auto& t : upper) pu.push_back(&t);
+  for (auto& t : cells_p) pp.push_back(&t);
+  for (auto& t : cells_q) pq.push_back(&t);
+  // Windows: one for the connect-the-dots losses, one for the label sums (they
+  // sit ~T D / 2 below the loss, so the two are kept apart), one FFT size for both.
+  // Where the whole composed support is not much longer than the Chernoff
+  // window (few steps), it is used: nothing can wrap around, no tail is charged.
+  double low_u = kInf, high_u = kNegInf, low_c = kInf, high_c = kNegInf;
+  double span = 0.0;
+  // A single step is not transformed at all: its own sequences are exact.
+  single_ = counts.size() == 1 && counts[0] == 1.0;
+  if (!pu.empty()) {
+    double full_low = 0.0, full_high = 0.0;
+    full_support(pu, counts, &full_low, &full_high);
+    if (!single_ && !chernoff_window(pu, counts, d, &low_u, &high_u)) low_u = kInf;  // no finite window
+    if (single_ || !(low_u < kInf) || prefer_full(full_high - full_low, (high_u - low_u) / d)) {
+      low_u = full_low * d;
+      high_u = full_high * d;
+      log_tail_u_ = kNegInf;
+    }
+    span = std::max(span, (high_u - low_u) / d);
+  }
+  if (!pp.empty()) {
+    double full_low = 0.0, full_high = 0.0;
+    full_support(pp, counts, &full_low, &full_high);
+    if (!single_ && !(chernoff_window(pp, counts, d, &low_c, &high_c) &&
+                      chernoff_window(pq, counts, d, &low_c, &high_c))) {
+      low_c = kInf;
+    }
+    if (single_ || !(low_c < kInf) || prefer_full(full_high - full_low, (high_c - low_c) / d)) {
+      low_c = full_low * d;
+      high_c = full_high * d;
+      log_tail_c_ = kNegInf;
+    }
+    span = std::max(span, (high_c - low_c) / d);
+  }
+  span += 2.0;
+  std::size_t size = 2;
+  if (single_) {  // no transform: the window is the step itself
+    size = static_cast<std::size_t>(span);
+  }
+  while (!single_ && static_cast<double>(size) < span && size <= max_size) size <<= 1;
+  if (size > max_size) {
+    throw std::invalid_argument("the composed PLD needs an FFT larger than max_size " + std::to_string(max_size) +
+                                " at discretization " + format_value(d) + "; increase discretization");
+  }
+  size_ = size;
+  const fft::RealPlan plan(single_ ? 2 : size_);
+  if (!pu.empty()) {
+    window_start_ = static_cast<long>(std::floor(low_u / d + (log_tail_u_ == kNegInf ? 0.5 : 0.0)));
+    const std::vector<double> c = compose(pu, counts, plan, window_start_, single_ ? size_ : 0);
+    s1_ = suffix_sums(c, tilt, d);
+    s2_ = suffix_sums(c, tilt + 1.0, d);
+    entry_error_u_ = single_ ? 0.0 : entry_error(pu, counts, size_);
+  }
+  if (!pp.empty()) {
+    cells_start_ = static_cast<long>(std::floor(low_c / d + (log_tail_c_ == kNegInf ? 0.5 : 0.0)));
+    const std::vector<double> cp = compose(pp, counts, plan, cells_start_, single_ ? size_ : 0);
+    sp_ = suffix_sums(cp, tilt, d);
+    entry_error_p_ = single_ ? 0.0 : entry_error(pp, counts, size_);
+    const std::vector<double> cq = compose(pq, counts, plan, cells_start_, single_ ? size_ : 0);
+    sq_ = suffix_sums(cq, tilt + 1.0, d);
+    entry_error_q_ = single_ ? 0.0 : entry_error(pq, counts, size_);
+    // The entries that stand well above round-off and aliasing, around the mode of P.
+    const double floor_p = 4.0 * (entry_error_p_ + 2.0 * std::exp(log_tail_c_));
+    const double floor_q = 4.0 * (entry_error_q_ + 2.0 * std::exp(log_tail_c_));
+    const auto mode = static_cast<long>(std::max_element(cp.begin(), cp.end()) - cp.begin());
+    auto reliable = [&](long i) {
+      return cp[static_cast<std::size_t>(i)] > floor_p && cq[static_cast<std::size_t>(i)] > floor_q;
+    };
+    reliable_low_ = reliable_high_ = mode;
+    while (reliable_low_ > 0 && reliable(reliable_low_ - 1)) --reliable_low_;
+    while (reliable_high_ + 1 < static_cast<long>(size_) && reliable(reliable_high_ + 1)) ++reliable_high_;
+  }
+}
+
+std::size_t ComposedPld::memory_bytes() const {
+  // The composition held three real buffers, one half spectrum and one plan of this size at its peak.
+  return size_ * sizeof(double) * 8;
+}
+
+double ComposedPld::window_low() const {
+  if (s1_.empty()) return static_cast<double>(cells_start_) * discretization_;
+  return static_cast<double>(window_start_) * discretization_;
+}
+
+double ComposedPld::window_high() const {
+  const long start = s1_.empty() ? cells_start_ : window_start_;
+  return static_cast<double>(start + static_cast<long>(size_) - 1) * discretization_;
+}
+
+// Upper bound: delta_u(eps) = sum_{K D > eps} p_K (1 - e^{eps - K D}) of the
+// composed connect-the-dots PMF, plus round-off, window and tail terms.
+double ComposedPld::upper_bound(double epsilon_in) const {
+  if (!has_upper_) return 1.0;
+  const double infinity = tail_above_;
+  if (s1_.empty()) {  // every step's finite part is empty: all the mass is at +inf
+    return std::max(std::min(infinity, 1.0), std::numeric_limits<double>::denorm_min());
+  }
+  const double d = discretization_;
+  const double epsilon = epsilon_in - epsilon_slack_;
+  if (epsilon < window_low()) return 1.0;  // losses below the window are not represented
+  const long k = static_cast<long>(std::floor(epsilon / d)) + 1;  // first loss index above epsilon
+  const long i = k - window_start_;
+  const double kd = static_cast<double>(k) * d;
+  double value = 0.0;
+  if (i < static_cast<long>(size_)) {
+    const double s1 = s1_[static_cast<std::size_t>(i)];
+    const double s2 = s2_[static_cast<std::size_t>(i)];
+    if (s1 > 0.0) {
+      // s1 (1 - x s2 / s1) with both suffix sums within 16 u N (relative) of exact:
+      // the difference errs by <= 32 u N s1.
+      const double fraction = -std::expm1(std::min(epsilon - kd + std::log(s2) - std::log(s1), 0.0));
+      const double log_delta = log_shift_u_ - tilt_ * kd + std::log(s1) +
+                               std::log(fraction + 32.0 * kU * static_cast<double>(size_));
+      value = std::exp(log_delta + log_rounding_) * (1.0 + 8.0 * kU);
+    }
+  }
+  // Round-off of the represented entries K >= k (weights e^{-tilt (K - k) D} <= 1),
+  // the aliased tilted mass (<= 2 e^-25 in total), and the mass above the window.
+  const double entries = weight_norm(tilt_, d, size_);
+  const double scale = std::exp(log_shift_u_ - tilt_ * kd + log_rounding_);
+  const double top = window_high() + d;
+  value += (entry_error_u_ * entries + 2.0 * std::exp(log_tail_u_)) * scale +
+           std::exp(log_shift_u_ + log_rounding_ - tilt_ * std::max(top, kd) + log_tail_u_);
+  // A positive delta below the double range is still positive: never claim 0.
+  return std::max(std::min(value + infinity, 1.0), std::numeric_limits<double>::denorm_min());
+}
+
+// Lower bound: max over thresholds j of P(K >= j) - e^eps Q(K >= j), with the
+// P side taken low and the Q side high.
+double ComposedPld::lower_bound(double epsilon) const {
+  if (sp_.empty()) return any_infinity_lower_;
+  const double d = discretization_;
+  const long n = static_cast<long>(size_);
+  const double rp = std::exp(-tilt_ * d), rq = std::exp(-(tilt_ + 1.0) * d);
+  const double err_p = entry_error_p_ * weight_norm(tilt_, d, size_) + 2.0 * std::exp(log_tail_c_);
+  const double err_q = entry_error_q_ * weight_norm(tilt_ + 1.0, d, size_) + std::exp(log_tail_c_);
+  // P_K >= e^eps Q_K  <=>  log c^P_K - log c^Q_K >= eps + log_shift_q - log_shift_p - K D.
+  const double offset = epsilon + log_shift_q_ - log_shift_p_;
+  auto entry = [&](const std::vector<double>& s, double r, long i) {
+    return s[static_cast<std::size_t>(i)] - (i + 1 < n ? r * s[static_cast<std::size_t>(i + 1)] : 0.0);
+  };
+  auto p_wins = [&](long i) {
+    const double cp = entry(sp_, rp, i), cq = entry(sq_, rq, i);
+    if (!(cp > 0.0)) return false;
+    if (!(cq > 0.0)) return true;
+    const double kd = static_cast<double>(cells_start_ + i) * d;
+    return std::log(cp) - std::log(cq) >= offset - kd;
+  };
+  // First i where P wins (the per-entry likelihood ratio increases with K),
+  // searched where both entries stand above their round-off.
+  long lo = reliable_low_, hi = reliable_high_;
+  if (p_wins(lo)) {
+    hi = lo;
+  } else if (!p_wins(hi)) {
+    lo = hi;
+  } else {
+    while (hi - lo > 1) {
+      const long mid = lo + (hi - lo) / 2;
+      if (p_wins(mid)) {
+        hi = mid;
+      } else {
+        lo = mid;
+      }
+    }
+  }
+  const double factor_p = std::exp(-log_rounding_) * (1.0 - 16.0 * kU * static_cast<double>(size_));
+  const double factor_q = std::exp(log_rounding_) * (1.0 + 16.0 * kU * static_cast<double>(size_));
+  const double log_infinity = any_infinity_lower_ > 0.0 ? std::log(any_infinity_lower_) : kNegInf;
+  // P(K >= j) - e^eps Q(K >= j) at j = cells_start + i (0 if negative), in log space.
+  auto value_at = [&](long i) {
+    const double kd = static_cast<double>(cells_start_ + i) * d;
+    const double p_part = (sp_[static_cast<std::size_t>(i)] - err_p) * factor_p;
+    const double log_p_finite = p_part > 0.0 ? log_shift_p_ - tilt_ * kd + std::log(p_part) : kNegInf;
+    const double log_p = log_add(log_p_finite, log_infinity);
+    if (log_p == kNegInf) return 0.0;
+    const double q_part = (sq_[static_cast<std::size_t>(i)] + err_q) * factor_q;
+    const double log_q = epsilon + log_shift_q_ - (tilt_ + 1.0) * kd + std::log(q_part);
+    if (log_q >= log_p) return 0.0;
+    return std::exp(log_p + log1mexp(log_q - log_p)) * (1.0 - 8.0 * kU);
+  };
+  // The threshold test is best at the crossing. Round-off can move the
+  // computed crossing by a few entries, and labels left empty (a coarse
+  // partition) break the monotonicity the search relies on; the label sum
+  // tracks the loss (P_K / Q_K ~ e^{K D}), so the crossing is also near
+  // K = eps / D. Climb to the local maximum from both starting points,
+  // stepping over runs of entries that do not improve (empty labels).
+  double best = 0.0;
+  const long guess = std::clamp(static_cast<long>(std::ceil(epsilon / d)) - cells_start_, 0L, n - 1);
+  for (long start : {hi, guess}) {
+    long at = start;
+    double local = value_at(at);
+    for (int dir : {-1, 1}) {
+      for (long i = at + dir, steps = 0, flat = 0; i >= 0 && i < n && steps < 65536; i += dir, ++steps) {
+        const double v = value_at(i);
+        if (v > local) {
+          local = v;
+          at = i;
+          flat = 0;
+        } else if (++flat >= 64) {
+          break;
+        }
+      }
+    }
+    best = std::max(best, local);
+  }
+  return std::min(std::max(best, any_infinity_lower_), 1.0);
+}
+
+void ComposedPld::delta_bounds(double epsilon, double* lower, double* upper) const {
+  if (std::isnan(epsilon)) fail("epsilon", "a number", epsilon);
+  if (empty_) {  // nothing composed
+    *lower = 0.0;
+    *upper = 0.0;
+    return;
+  }
+  *upper = upper_bound(epsilon);
+  *lower = lower_bound(epsilon);
+}
+
+namespace {
+
+// Bisection for a monotone predicate false at `low` and true at `high`,
+// to relative width 1e-10; returns the end where the predicate holds
+// (`high`), or the other one.
+template <class F>
+double bisect(F holds, double low, double high, bool return_low) {
+  for (int i = 0; i < 200; ++i) {
+    if (high - low <= 1e-10 * std::max(high, 1e-300)) break;
+    const double mid = 0.5 * (low + high);
+    if (holds(mid)) {
+      high = mid;
+    } else {
+      low = mid;
+    }
+  }
+  return return_low ? low : high;
+}
+
+}  // namespace
+
+void ComposedPld::epsilon_bounds(double delta, double* lower, double* upper, bool* below_window) const {
+  if (!(delta > 0.0 && delta < 1.0)) fail("delta", "in (0, 1)", delta);
+  *below_window = false;
+  if (empty_) {
+    *lower = *upper = 0.0;
+    return;
+  }
+  auto up = [&](double e) {
+    double lo = 0.0, hi = 0.0;
+    delta_bounds(e, &lo, &hi);
+    return hi;
+  };
+  auto down = [&](double e) {
+    double lo = 0.0, hi = 0.0;
+    delta_bounds(e, &lo, &hi);
+    return lo;
+  };
+  const double d = discretization_;
+  const double start = std::max(0.0, window_low() + 2.0 * d);
+  const double stop = window_high() + 1.0;
+  // Upper bound: the smallest eps with upper(eps) <= delta.
+  if (up(start) <= delta) {
+    *upper = start;
+    *below_window = start > 0.0;
+  } else if (up(stop) > delta) {
+    *upper = kInf;  // this window cannot certify delta
+  } else {
+    *upper = bisect([&](double e) { return up(e) <= delta; }, start, stop, false);
+  }
+  // Lower bound: every eps with lower(eps) > delta is below the true epsilon.
+  // The lower bound is informative only near the tilt point (far below it the
+  // round-off terms swamp it), so bracket downward from the upper answer.
+  *lower = 0.0;
+  double anchor = std::isfinite(*upper) ? *upper : stop;
+  double width = std::max(1e-3 * anchor, 1e-6);
+  while (anchor > 0.0) {
+    const double probe = std::max(anchor - width, 0.0);
+    if (down(probe) > delta) {
+      *lower = bisect([&](double e) { return down(e) <= delta; }, probe, anchor, true);
+      break;
+    }
+    anchor = probe;
+    width *= 2.0;
+  }
+  *lower = std::min(*lower, *upper);
+}
+
+}  // namespace dpacct::pld

@@ -1,0 +1,301 @@
+#include "dpacct/pld/monotone.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "dpacct/check.hpp"
+#include "dpacct/logmath.hpp"
+
+namespace dpacct::pld {
+
+namespace {
+
+// {log Phi(z), log(1 - Phi(z))}: only the tail that is <= 1/2 is evaluated, and
+// log1mexp recovers the other to full relative accuracy.
+Edge normal_edge(double z) {
+  if (z == kNegInf) return {kNegInf, 0.0};
+  if (z == kInf) return {0.0, kNegInf};
+  if (z <= 0.0) {
+    const double c = log_ndtr(z);
+    return {c, log1mexp(c)};
+  }
+  const double s = log_ndtr(-z);
+  return {log1mexp(s), s};
+}
+
+// The same for the Laplace distribution with location mu and scale b:
+// F(x) = e^{(x - mu)/b} / 2 below mu, 1 - e^{-(x - mu)/b} / 2 above.
+Edge laplace_edge(double x, double mu, double b) {
+  if (x == kNegInf) return {kNegInf, 0.0};
+  if (x == kInf) return {0.0, kNegInf};
+  const double t = (x - mu) / b;
+  if (t <= 0.0) {
+    const double c = t - kLn2;
+    return {c, log1mexp(c)};
+  }
+  const double s = -t - kLn2;
+  return {log1mexp(s), s};
+}
+
+// z with Phi(-z) <= e^{log_tail}: the Chernoff bound Phi(-z) <= e^{-z^2/2} / 2.
+double normal_tail_point(double log_tail) { return std::sqrt(std::max(-2.0 * log_tail, 1.0)); }
+
+}  // namespace
+
+// ---------------------------------------------------------------- Gaussian
+
+GaussianPair::GaussianPair(double noise_multiplier) : sigma_(noise_multiplier) {
+  require_positive_finite("noise_multiplier", noise_multiplier);
+}
+
+// L(x) = log N(x; 1, s^2) / N(x; 0, s^2) = (2x - 1) / (2 s^2).
+double GaussianPair::loss(double x) const { return (2.0 * x - 1.0) / (2.0 * sigma_ * sigma_); }
+double GaussianPair::x_of(double l) const { return sigma_ * sigma_ * l + 0.5; }
+Edge GaussianPair::edge_p(double x) const { return normal_edge((x - 1.0) / sigma_); }
+Edge GaussianPair::edge_q(double x) const { return normal_edge(x / sigma_); }
+double GaussianPair::loss_inf() const { return kNegInf; }
+double GaussianPair::loss_sup() const { return kInf; }
+double GaussianPair::clamp_low(double log_tail) const { return -normal_tail_point(log_tail) * sigma_; }
+double GaussianPair::clamp_high(double log_tail) const { return 1.0 + normal_tail_point(log_tail) * sigma_; }
+
+// ---------------------------------------------------------------- Laplace
+
+LaplacePair::LaplacePair(double scale) : scale_(scale) { require_positive_finite("noise_multiplier", scale); }
+
+// L(x) = (|x| - |x - 1|) / b: -1/b below 0, (2x - 1)/b on [0, 1], 1/b above 1.
+double LaplacePair::loss(double x) const { return std::clamp((2.0 * x - 1.0) / scale_, -1.0 / scale_, 1.0 / scale_); }
+double LaplacePair::x_of(double l) const { return std::clamp(0.5 * (scale_ * l + 1.0), 0.0, 1.0); }
+Edge LaplacePair::edge_p(double x) const { return laplace_edge(x, 1.0, scale_); }
+Edge LaplacePair::edge_q(double x) const { return laplace_edge(x, 0.0, scale_); }
+double LaplacePair::clamp_low(double) const { return kNegInf; }   // the loss is bounded: no clamp
+double LaplacePair::clamp_high(double) const { return kInf; }
+
+// ---------------------------------------------------------------- mixture of Gaussians
+
+MixtureGaussianPair::MixtureGaussianPair(double noise_multiplier, std::vector<double> sensitivities,
+                                         std::vector<double> probabilities)
+    : sigma_(noise_multiplier), log_w_zero_(kNegInf) {
+  require_positive_finite("noise_multiplier", noise_multiplier);
+  if (sensitivities.empty() || sensitivities.size() != probabilities.size()) {
+    throw std::invalid_argument("sensitivities and probabilities must be non-empty and of the same length");
+  }
+  double total = 0.0;
+  bool any_positive = false;
+  c_min_ = kInf;
+  for (std::size_t i = 0; i < sensitivities.size(); ++i) {
+    const double c = sensitivities[i], w = probabilities[i];
+    if (!(c >= 0.0 && std::isfinite(c))) fail("sensitivities", "finite and >= 0", c);
+    if (!(w >= 0.0 && w <= 1.0)) fail("probabilities", "in [0, 1]", w);
+    total += w;
+    if (w == 0.0) continue;
+    if (c == 0.0) {
+      log_w_zero_ = log_add(log_w_zero_, std::log(w));
+      continue;
+    }
+    any_positive = true;
+    c_.push_back(c);
+    log_w_.push_back(std::log(w));
+    c_min_ = std::min(c_min_, c);
+    c_max_ = std::max(c_max_, c);
+  }
+  if (!(std::fabs(total - 1.0) <= 1e-12)) fail("probabilities", "summing to 1 (within 1e-12)", total);
+  if (!any_positive) {
+    throw std::invalid_argument("sensitivities must have a positive value with positive probability");
+  }
+}
+
+// L(x) = log(w_0 + sum_{c_i > 0} w_i exp((c_i x - c_i^2 / 2) / s^2)), convex and increasing.
+double MixtureGaussianPair::loss(double x) const {
+  const double s2 = sigma_ * sigma_;
+  double total = log_w_zero_;
+  for (std::size_t i = 0; i < c_.size(); ++i) total = log_add(total, log_w_[i] + (c_[i] * x - 0.5 * c_[i] * c_[i]) / s2);
+  return total;
+}
+
+// Newton's method from the right: L is convex and increasing, so from a
+// point with L(x) >= l the iterates decrease monotonically to the root.
+double MixtureGaussianPair::x_of(double l) const {
+  const double s2 = sigma_ * sigma_;
+  // L(x) >= log w_max-term: start where the largest-sensitivity term alone reaches l.
+  std::size_t top = 0;
+  for (std::size_t i = 1; i < c_.size(); ++i) {
+    if (c_[i] > c_[top]) top = i;
+  }
+  double x = (s2 * (l - log_w_[top]) + 0.5 * c_[top] * c_[top]) / c_[top];
+  for (int iteration = 0; iteration < 200; ++iteration) {
+    // L(x) and L'(x) = (sum_i w_i c_i e^{t_i}) / (s^2 sum_i w_i e^{t_i}) together.
+    double value = log_w_zero_, slope_log = kNegInf;
+    for (std::size_t i = 0; i < c_.size(); ++i) {
+      const double t = log_w_[i] + (c_[i] * x - 0.5 * c_[i] * c_[i]) / s2;
+      value = log_add(value, t);
+      slope_log = log_add(slope_log, t + std::log(c_[i]));
+    }
+    const double slope = std::exp(slope_log - value) / s2;
+    const double step = (value - l) / slope;
+    if (!(step > 0.0) || !std::isfinite(step)) break;  // at (or just left of) the root
+    const double next = x - step;
+    if (next == x) break;
+    x = next;
+    if (step <= 4.0 * kUnit * (1.0 + std::fabs(x))) break;
+  }
+  return x;
+}
+
+Edge MixtureGaussianPair::edge_p(double x) const {
+  if (x == kNegInf) return {kNegInf, 0.0};
+  if (x == kInf) return {0.0, kNegInf};
+  Edge total{kNegInf, kNegInf};
+  if (log_w_zero_ > kNegInf) {
+    const Edge e = normal_edge(x / sigma_);
+    total = {log_w_zero_ + e.log_cdf, log_w_zero_ + e.log_sf};
+  }
+  for (std::size_t i = 0; i < c_.size(); ++i) {
+    const Edge e = normal_edge((x - c_[i]) / sigma_);
+    total = {log_add(total.log_cdf, log_w_[i] + e.log_cdf), log_add(total.log_sf, log_w_[i] + e.log_sf)};
+  }
+  return total;
+}
+
+Edge MixtureGaussianPair::edge_q(double x) const { return normal_edge(x / sigma_); }
+double MixtureGaussianPair::loss_inf() const { return log_w_zero_; }  // -inf without a c = 0 component
+double MixtureGaussianPair::loss_sup() const { return kInf; }
+double MixtureGaussianPair::clamp_low(double log_tail) const { return -normal_tail_point(log_tail) * sigma_; }
+double MixtureGaussianPair::clamp_high(double log_tail) const {
+  return c_max_ + normal_tail_point(log_tail) * sigma_;
+}
+// The terms (c x - c^2/2)/s^2 are summed in log space; each errs by a few ulps of its own size.
+double MixtureGaussianPair::extra_loss_error() const {
+  const double s2 = sigma_ * sigma_;
+  const double x = c_max_ + 40.0 * sigma_;
+  return 64.0 * kUnit * (c_max_ * x + c_max_ * c_max_) / s2;
+}
+
+// ---------------------------------------------------------------- Poisson subsampling
+
+Subsampled::Subsampled(std::shared_ptr<const MonotonePair> base, double sampling_probability)
+    : base_(std::move(base)), q_(sampling_probability) {
+  if (!(q_ > 0.0 && q_ <= 1.0)) fail("sampling_probability", "in (0, 1]", q_);
+  log_q_ = std::log(q_);
+  log_1mq_ = std::log1p(-q_);
+}
+
+// log(1 - q + q e^l), accurate near 0 through log1p/expm1.
+double Subsampled::lift(double l) const {
+  if (q_ == 1.0) return l;
+  if (l == kNegInf) return log_1mq_;
+  if (l > 700.0) return log_add(log_1mq_, log_q_ + l);
+  return std::log1p(q_ * std::expm1(l));
+}
+
+double Subsampled::loss(double x) const { return lift(base_->loss(x)); }
+
+double Subsampled::x_of(double l) const {
+  if (q_ == 1.0) return base_->x_of(l);
+  return base_->x_of(log_sub(l, log_1mq_) - log_q_);
+}
+
+Edge Subsampled::edge_p(double x) const {
+  const Edge p = base_->edge_p(x);
+  if (q_ == 1.0) return p;
+  const Edge q = base_->edge_q(x);
+  return {log_add(log_1mq_ + q.log_cdf, log_q_ + p.log_cdf), log_add(log_1mq_ + q.log_sf, log_q_ + p.log_sf)};
+}
+
+double Subsampled::loss_inf() const { return lift(base_->loss_inf()); }
+double Subsampled::loss_sup() const { return base_->loss_sup() == kInf ? kInf : lift(base_->loss_sup()); }
+
+// ---------------------------------------------------------------- swapped pair
+
+// Y = -X: P'(Y <= y) = Q(X >= -y) and P'(Y > y) = Q(X < -y) (no atoms).
+Edge Swapped::edge_p(double y) const {
+  const Edge e = base_->edge_q(-y);
+  return {e.log_sf, e.log_cdf};
+}
+
+Edge Swapped::edge_q(double y) const {
+  const Edge e = base_->edge_p(-y);
+  return {e.log_sf, e.log_cdf};
+}
+
+// ---------------------------------------------------------------- discretisation
+
+StepPmf discretize(const MonotonePair& pair, double d, double log_tail, std::size_t max_cells) {
+  require_positive_finite("discretization", d);
+  const double loss_inf = pair.loss_inf(), loss_sup = pair.loss_sup();
+  // Clamp points where the loss is unbounded; +-inf where it is bounded.
+  const double x_small = loss_inf == kNegInf ? pair.clamp_low(log_tail) : kNegInf;
+  const double x_large = loss_sup == kInf ? pair.clamp_high(log_tail) : kInf;
+  const double loss_low = std::isinf(x_small) ? loss_inf : pair.loss(x_small);
+  const double loss_high = std::isinf(x_large) ? loss_sup : pair.loss(x_large);
+  if (!(std::isfinite(loss_low) && std::isfinite(loss_high) && loss_low <= loss_high)) {
+    throw std::domain_error("could not bound the privacy loss of one step");
+  }
+  const auto k_low = static_cast<long>(std::floor(loss_low / d));
+  const auto k_high = static_cast<long>(std::floor(loss_high / d));
+  const auto n = static_cast<std::size_t>(k_high - k_low + 1);  // cells
+  if (n + 1 > max_cells) {
+    throw std::invalid_argument("discretization " + format_value(d) + " is too fine: one step would need " +
+                                std::to_string(n + 1) + " loss cells (more than " + std::to_string(max_cells) +
+                                "); increase discretization");
+  }
+  // x at the lower loss end kD of cell k (k in (k_low, k_high]); the outer edges are the clamp points.
+  auto edge_x = [&](long k) {
+    if (k <= k_low) return x_small;
+    if (k > k_high) return x_large;
+    return pair.x_of(static_cast<double>(k) * d);
+  };
+  StepPmf out;
+  out.discretization = d;
+  out.upper_low = k_low;
+  out.log_upper.assign(n + 1, kNegInf);
+  // Labels: each cell's own loss log(P/Q), rounded to the nearest grid index
+  // (within [k_low - 1, k_high + 1]): the label sum then tracks the composed
+  // loss without the +-D/2 noise per step that labelling by the cell index
+  // would add where the loss is a narrow spike inside one cell.
+  out.label_low = k_low - 1;
+  out.log_p.assign(n + 2, kNegInf);
+  out.log_q.assign(n + 2, kNegInf);
+  double x_prev = edge_x(k_low);
+  Edge p_prev = pair.edge_p(x_prev), q_prev = pair.edge_q(x_prev);
+  for (std::size_t i = 0; i < n; ++i) {
+    const long k = k_low + static_cast<long>(i);
+    const double x_next = edge_x(k + 1);
+    const Edge p_next = pair.edge_p(x_next), q_next = pair.edge_q(x_next);
+    const Mass pm = log_interval(p_prev, p_next);
+    const Mass qm = log_interval(q_prev, q_next);
+    if (pm.lo > kNegInf && qm.hi > kNegInf) {
+      const double ratio = 0.5 * (pm.lo + pm.hi - qm.lo - qm.hi) / d;
+      const long label = std::clamp(std::lround(std::isfinite(ratio) ? ratio : static_cast<double>(k)), k_low - 1,
+                                    k_high + 1);
+      const auto j = static_cast<std::size_t>(label - out.label_low);
+      out.log_p[j] = log_add(out.log_p[j], pm.lo);
+      out.log_q[j] = log_add(out.log_q[j], qm.hi);
+    }
+    split_cell(pm, qm, k, k + 1, d, k_low, out.log_upper);
+    x_prev = x_next;
+    p_prev = p_next;
+    q_prev = q_next;
+  }
+  // Clamped tails: the smallest losses move up to grid point k_low + 1 (> every
+  // clamped loss); the largest go to +inf. For the labels both tails carry the
+  // label -inf (dropped from P and Q alike: a valid labelling).
+  if (!std::isinf(x_small)) {
+    const double tail = pair.edge_p(x_small).log_cdf;
+    out.log_upper[1] = log_add(out.log_upper[1], tail + kLogError * (1.0 + std::fabs(tail)));
+  }
+  if (!std::isinf(x_large)) {
+    const double tail = pair.edge_p(x_large).log_sf;
+    out.infinity_upper = std::exp(tail + kLogError * (1.0 + std::fabs(tail)));
+  }
+  summarise(out);
+  // x at a cell edge is within a few ulps of the exact preimage of kD, so a
+  // cell's losses may poke out of [kD, (k+1)D] by <= 64 u (1 + |loss|) (for
+  // the closed-form inverses; iterative ones add their own error).
+  out.loss_slack = 64.0 * kUnit * (1.0 + out.max_abs_loss) + pair.extra_loss_error();
+  return out;
+}
+
+}  // namespace dpacct::pld
