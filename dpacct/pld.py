@@ -335,6 +335,68 @@ class PLDAccountant(Accountant):
         )
         return max(width, widest / (_MAX_CELLS / 4), _MIN_DISCRETIZATION)
 
+    # -- composition by the number of rare steps (tiny sampling rates) ----------------------
+
+    def _split_applies(self, groups: list[tuple[_Spec, int]]) -> bool:
+        if self._discretization is not None or len(groups) != 1:
+            return False
+        spec, count = groups[0]
+        return spec.kind in _SPLIT_KINDS and spec.sampling_probability < 1.0 and count >= 2
+
+    def _split_composed(self, groups: list[tuple[_Spec, int]], direction: str, epsilon: float, delta: float) -> Any:
+        """A SplitComposedPld tuned for a query near ``(epsilon, delta)`` (see ``pld/split.hpp``)."""
+        spec, count = groups[0]
+        steps = float(count)
+        allowed = max(self._relative_accuracy * epsilon, 1e-12)
+        fine = self._grid(groups, direction, allowed)
+        coarse = max(fine, min(0.05 * epsilon, 2e-3))
+        ratio = max(1, round(coarse / fine))
+        coarse = ratio * fine
+        # The cut: the smallest tau (a coarse grid point) leaving about _SPLIT_RARE rare steps in all.
+        step = self._coarse(spec, direction)
+        loss = (step.upper_low + np.arange(step.log_upper.size)) * step.discretization
+        mass = np.exp(step.log_upper)
+        order = np.argsort(-np.abs(loss))
+        tails = np.cumsum(mass[order])  # P-mass at |loss| >= |loss[order[i]]|
+        beyond = np.abs(loss[order])[tails * steps > _SPLIT_RARE]
+        tau = float(beyond[0]) if beyond.size else coarse
+        tau_index = max(1, math.ceil(tau / coarse))
+        small, rare = _split_step(spec, direction, fine, ratio, tau_index)
+        log_small = float(np.logaddexp.reduce(small.log_upper))
+        log_rare = float(np.logaddexp.reduce(rare.log_upper)) if rare.log_upper.size else -math.inf
+        rate = math.exp(log_rare - np.logaddexp(log_small, log_rare)) if log_rare > -math.inf else 0.0
+        rare_max = _binomial_tail_count(steps, rate, 1e-4 * delta)
+        tau_loss = tau_index * coarse
+        tilt = min(math.log(1.0 / delta) / max(epsilon, 1e-12), 20.0 / tau_loss)
+        rare_top = float(np.max(np.abs((rare.upper_low + np.arange(rare.log_upper.size)) * coarse)))
+        rare_tilt = min(tilt, 30.0 / max(rare_top, 1e-12))
+        return _core.pld.SplitComposedPld(small, rare, steps, rare_max, tilt, rare_tilt, self._max_size)
+
+    def _split_epsilon(self, groups: list[tuple[_Spec, int]], direction: str, delta: float, estimate: float) -> tuple[float, float]:
+        """Certified epsilon bounds from the split composition, refined once around its own answer."""
+        best_lower, best_upper = 0.0, math.inf
+        for _attempt in range(4):
+            try:
+                composed = self._split_composed(groups, direction, estimate, delta)
+            except ValueError:
+                break
+            lo, up, _ = composed.epsilon_bounds(delta)
+            best_lower, best_upper = max(best_lower, lo), min(best_upper, up)
+            if math.isfinite(best_upper) and best_upper - best_lower <= self._relative_accuracy * best_upper:
+                break
+            # The Chernoff guide can overshoot by orders of magnitude at tiny q: aim lower.
+            estimate = best_upper if math.isfinite(best_upper) else max(best_lower, estimate / 16.0)
+        return best_lower, best_upper
+
+    def _split_delta(self, groups: list[tuple[_Spec, int]], direction: str, epsilon: float, estimate: float) -> tuple[float, float]:
+        """Certified delta bounds from the split composition."""
+        try:
+            composed = self._split_composed(groups, direction, epsilon, max(min(estimate, 0.5), 1e-300))
+        except ValueError:
+            return 0.0, 1.0
+        lo, up = composed.delta_bounds(np.array([epsilon]))
+        return float(lo[0]), float(up[0])
+
     # -- delta ------------------------------------------------------------------------------
 
     def delta_bounds(self, epsilon: ArrayLike) -> Bounds:
@@ -376,6 +438,10 @@ class PLDAccountant(Accountant):
         allowed = self._relative_accuracy / (guide.slope + 1.0)
         discretization = self._grid(groups, direction, allowed)
         best_lower, best_upper = 0.0, 1.0
+        if self._split_applies(groups) and groups[0][1] * groups[0][0].sampling_probability <= _SPLIT_MAX_HITS:
+            best_lower, best_upper = self._split_delta(groups, direction, epsilon, guide.value)
+            if best_upper - best_lower <= self._relative_accuracy * best_upper or best_upper <= irrelevant_below:
+                return best_lower, best_upper
         for refinement in range(_REFINEMENTS + 1):
             composed = self._composed(groups, direction, discretization, tilt)
             lo, up = composed.delta_bounds(np.array([epsilon]))
@@ -454,9 +520,15 @@ class PLDAccountant(Accountant):
     ) -> tuple[float, float]:
         """Bounds for one direction; refinement stops once the upper bound is <= ``irrelevant_below``."""
         guide = self._guide_epsilon(groups, direction, delta)
+        best_lower, best_upper = 0.0, math.inf
+        if self._split_applies(groups) and groups[0][1] * groups[0][0].sampling_probability <= _SPLIT_MAX_HITS:
+            # Few rare steps: the split composition (certified too) usually answers alone.
+            best_lower, best_upper = self._split_epsilon(groups, direction, delta, guide.value)
+            met = math.isfinite(best_upper) and best_upper - best_lower <= self._relative_accuracy * best_upper
+            if met or best_upper <= irrelevant_below:
+                return best_lower, best_upper
         allowed = self._relative_accuracy * guide.value
         discretization = self._grid(groups, direction, allowed)
-        best_lower, best_upper = 0.0, math.inf
         for refinement in range(_REFINEMENTS + 1):
             lo, up = self._epsilon_at(groups, direction, delta, guide.slope, discretization)
             previous_gap = best_upper - best_lower
@@ -485,6 +557,40 @@ class PLDAccountant(Accountant):
                 break
             slope = slope / 4.0 if slope > 0.25 else 0.0  # tilt less
         return best_lower, best_upper
+
+
+_SPLIT_KINDS = ("gaussian", "laplace", "mixture")
+_SPLIT_MAX_HITS = 100.0  # try the split composition first when T q is at most this
+_SPLIT_RARE = 3.0  # expected number of rare steps the cut aims at
+
+
+def _split_step(spec: _Spec, direction: str, discretization: float, ratio: int, tau_index: int) -> Any:
+    """The (small, rare) parts of one step (``_core.pld``'s split discretisation)."""
+    q, d = spec.sampling_probability, discretization
+    extra = {"split_ratio": ratio, "split_tau": tau_index}
+    if spec.kind == "gaussian":
+        return _core.pld.gaussian_step(spec.parameters[0], q, direction, d, _LOG_TAIL, _MAX_CELLS, **extra)
+    if spec.kind == "laplace":
+        return _core.pld.laplace_step(spec.parameters[0], q, direction, d, _LOG_TAIL, _MAX_CELLS, **extra)
+    sigma, sens, probs = spec.parameters
+    return _core.pld.mixture_gaussian_step(
+        sigma, np.asarray(sens), np.asarray(probs), q, direction, d, _LOG_TAIL, _MAX_CELLS, **extra
+    )
+
+
+def _binomial_tail_count(steps: float, rate: float, allowed: float) -> int:
+    """Smallest H with the Chernoff bound on P(Binomial(steps, rate) > H) at most ``allowed``."""
+    if rate <= 0.0:
+        return 0
+    for h in range(1, 400):
+        x = (h + 1) / steps
+        if x >= 1.0:
+            return h
+        if x > rate:
+            kl = x * math.log(x / rate) + (1.0 - x) * (math.log1p(-x) - math.log1p(-rate))
+            if -steps * kl <= math.log(allowed):
+                return h
+    return 400
 
 
 def _refine(discretization: float, gap: float, target: float) -> float:

@@ -17,6 +17,7 @@
 #include "dpacct/pld/compose.hpp"
 #include "dpacct/pld/finite.hpp"
 #include "dpacct/pld/monotone.hpp"
+#include "dpacct/pld/split.hpp"
 
 namespace py = pybind11;
 using namespace py::literals;
@@ -36,14 +37,28 @@ bool parse_direction(const std::string& direction) {
   return direction == "add";
 }
 
-// The pair of one direction of the Poisson-subsampled base pair.
-StepPmf monotone_step(std::shared_ptr<const MonotonePair> base, double sampling_probability,
-                      const std::string& direction, double discretization, double log_tail, std::size_t max_cells) {
+// One direction of the Poisson-subsampled base pair, discretised whole or, when
+// split_ratio > 0, cut into its small and rare parts (pld/split.hpp).
+py::object monotone_step(std::shared_ptr<const MonotonePair> base, double sampling_probability,
+                         const std::string& direction, double discretization, double log_tail, std::size_t max_cells,
+                         long split_ratio, long split_tau) {
   const bool add = parse_direction(direction);
   std::shared_ptr<const MonotonePair> pair = std::make_shared<dpacct::pld::Subsampled>(std::move(base), sampling_probability);
   if (add) pair = std::make_shared<dpacct::pld::Swapped>(pair);
-  py::gil_scoped_release release;
-  return dpacct::pld::discretize(*pair, discretization, log_tail, max_cells);
+  if (split_ratio > 0) {
+    dpacct::pld::SplitStep split;
+    {
+      py::gil_scoped_release release;
+      split = dpacct::pld::discretize_split(*pair, discretization, split_ratio, split_tau, log_tail, max_cells);
+    }
+    return py::make_tuple(std::move(split.small), std::move(split.rare));
+  }
+  StepPmf step;
+  {
+    py::gil_scoped_release release;
+    step = dpacct::pld::discretize(*pair, discretization, log_tail, max_cells);
+  }
+  return py::cast(std::move(step));
 }
 
 std::vector<double> to_vector(const Array& a, const char* name) {
@@ -75,31 +90,35 @@ void bind_pld(py::module_& m) {
   pld.def(
       "gaussian_step",
       [](double noise_multiplier, double sampling_probability, const std::string& direction, double discretization,
-         double log_tail, std::size_t max_cells) {
+         double log_tail, std::size_t max_cells, long split_ratio, long split_tau) {
         return monotone_step(std::make_shared<dpacct::pld::GaussianPair>(noise_multiplier), sampling_probability,
-                             direction, discretization, log_tail, max_cells);
+                             direction, discretization, log_tail, max_cells, split_ratio, split_tau);
       },
       "noise_multiplier"_a, "sampling_probability"_a, "direction"_a, "discretization"_a, "log_tail"_a, "max_cells"_a,
+      "split_ratio"_a = 0, "split_tau"_a = 0,
       "One step of the Poisson-subsampled Gaussian; see dpacct.pld.");
   pld.def(
       "laplace_step",
       [](double noise_multiplier, double sampling_probability, const std::string& direction, double discretization,
-         double log_tail, std::size_t max_cells) {
+         double log_tail, std::size_t max_cells, long split_ratio, long split_tau) {
         return monotone_step(std::make_shared<dpacct::pld::LaplacePair>(noise_multiplier), sampling_probability,
-                             direction, discretization, log_tail, max_cells);
+                             direction, discretization, log_tail, max_cells, split_ratio, split_tau);
       },
       "noise_multiplier"_a, "sampling_probability"_a, "direction"_a, "discretization"_a, "log_tail"_a, "max_cells"_a,
+      "split_ratio"_a = 0, "split_tau"_a = 0,
       "One step of the Poisson-subsampled Laplace mechanism; see dpacct.pld.");
   pld.def(
       "mixture_gaussian_step",
       [](double noise_multiplier, const Array& sensitivities, const Array& probabilities, double sampling_probability,
-         const std::string& direction, double discretization, double log_tail, std::size_t max_cells) {
+         const std::string& direction, double discretization, double log_tail, std::size_t max_cells,
+         long split_ratio, long split_tau) {
         auto base = std::make_shared<dpacct::pld::MixtureGaussianPair>(
             noise_multiplier, to_vector(sensitivities, "sensitivities"), to_vector(probabilities, "probabilities"));
-        return monotone_step(std::move(base), sampling_probability, direction, discretization, log_tail, max_cells);
+        return monotone_step(std::move(base), sampling_probability, direction, discretization, log_tail, max_cells,
+                             split_ratio, split_tau);
       },
       "noise_multiplier"_a, "sensitivities"_a, "probabilities"_a, "sampling_probability"_a, "direction"_a,
-      "discretization"_a, "log_tail"_a, "max_cells"_a,
+      "discretization"_a, "log_tail"_a, "max_cells"_a, "split_ratio"_a = 0, "split_tau"_a = 0,
       "One step of the Poisson-subsampled mixture-of-Gaussians mechanism; see dpacct.pld.");
   pld.def(
       "finite_step",
@@ -174,11 +193,57 @@ void bind_pld(py::module_& m) {
             return py::make_tuple(lower, upper, below);
           },
           "delta"_a, "(lower, upper, below_window) bounds on epsilon(delta) for this direction.")
+      .def("upper_finite", &dpacct::pld::ComposedPld::upper_finite, "epsilon"_a,
+           "Certified upper bound on the finite part's delta(epsilon) (no +inf terms).")
+      .def("tail_p_lower", &dpacct::pld::ComposedPld::tail_p_lower, "y"_a, "Certified lower bound on P(K D >= y).")
+      .def("tail_q_upper", &dpacct::pld::ComposedPld::tail_q_upper, "y"_a, "Certified upper bound on Q(K D >= y).")
+      .def_property_readonly("cells_low", &dpacct::pld::ComposedPld::cells_low)
+      .def_property_readonly("cells_high", &dpacct::pld::ComposedPld::cells_high)
       .def_property_readonly("window_low", &dpacct::pld::ComposedPld::window_low)
       .def_property_readonly("window_high", &dpacct::pld::ComposedPld::window_high)
       .def_property_readonly("discretization", &dpacct::pld::ComposedPld::discretization)
       .def_property_readonly("size", &dpacct::pld::ComposedPld::size)
       .def_property_readonly("memory_bytes", &dpacct::pld::ComposedPld::memory_bytes);
+
+  py::class_<dpacct::pld::SplitComposedPld>(
+      pld, "SplitComposedPld", "A composition by the number of rare steps, one direction; see dpacct.pld.")
+      .def(py::init([](const StepPmf& small, const StepPmf& rare, double count, long rare_max, double tilt,
+                       double rare_tilt, std::size_t max_size) {
+             dpacct::pld::SplitStep split{small, rare};
+             py::gil_scoped_release release;
+             return new dpacct::pld::SplitComposedPld(split, count, rare_max, tilt, rare_tilt, max_size);
+           }),
+           "small"_a, "rare"_a, "count"_a, "rare_max"_a, "tilt"_a, "rare_tilt"_a, "max_size"_a)
+      .def(
+          "delta_bounds",
+          [](const dpacct::pld::SplitComposedPld& self, const Array& epsilon) {
+            Array lower(epsilon.request().shape);
+            Array upper(epsilon.request().shape);
+            const double* e = epsilon.data();
+            double* lo = lower.mutable_data();
+            double* up = upper.mutable_data();
+            const auto n = static_cast<std::size_t>(epsilon.size());
+            {
+              py::gil_scoped_release release;
+              for (std::size_t i = 0; i < n; ++i) self.delta_bounds(e[i], &lo[i], &up[i]);
+            }
+            return py::make_tuple(lower, upper);
+          },
+          "epsilon"_a, "(lower, upper) bounds on delta(epsilon) for this direction.")
+      .def(
+          "epsilon_bounds",
+          [](const dpacct::pld::SplitComposedPld& self, double delta) {
+            double lower = 0.0, upper = 0.0;
+            {
+              py::gil_scoped_release release;
+              self.epsilon_bounds(delta, &lower, &upper);
+            }
+            return py::make_tuple(lower, upper, false);
+          },
+          "delta"_a, "(lower, upper, below_window) bounds on epsilon(delta) for this direction.")
+      .def_property_readonly("size", &dpacct::pld::SplitComposedPld::size)
+      .def_property_readonly("fine_size", &dpacct::pld::SplitComposedPld::fine_size)
+      .def_property_readonly("charged_tail", &dpacct::pld::SplitComposedPld::charged_tail);
 
   pld.def(
       "fft",

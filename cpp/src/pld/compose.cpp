@@ -257,6 +257,13 @@ ComposedPld::ComposedPld(const std::vector<std::pair<const StepPmf*, double>>& g
     epsilon_slack_ += count * step->loss_slack;
     upper_finite_empty_ = upper_finite_empty_ || upper.back().empty;
     labels_empty_ = labels_empty_ || cells_p.back().empty || cells_q.back().empty;
+    auto log_total = [](const std::vector<double>& v) {
+      return v.empty() ? kNegInf : logsumexp(v.data(), v.size());
+    };
+    const double slack = 8.0 * kU * (static_cast<double>(step->log_upper.size() + step->log_p.size()) + 4.0);
+    log_mass_u_ += count * (log_total(step->log_upper) + slack);
+    log_mass_p_ += count * (log_total(step->log_p) - slack);
+    log_mass_q_ += count * (log_total(step->log_q) + slack);
     log_shift_u_ += count * upper.back().log_norm;
     log_shift_p_ += count * cells_p.back().log_norm;
     log_shift_q_ += count * cells_q.back().log_norm;
@@ -378,15 +385,18 @@ double ComposedPld::window_high() const {
 
 // Upper bound: delta_u(eps) = sum_{K D > eps} p_K (1 - e^{eps - K D}) of the
 // composed connect-the-dots PMF, plus round-off, window and tail terms.
-double ComposedPld::upper_bound(double epsilon_in) const {
-  if (!has_upper_) return 1.0;
-  const double infinity = tail_above_;
-  if (s1_.empty()) {  // every step's finite part is empty: all the mass is at +inf
-    return std::max(std::min(infinity, 1.0), std::numeric_limits<double>::denorm_min());
-  }
+double ComposedPld::upper_finite(double epsilon_in) const {
+  if (s1_.empty()) return 0.0;  // no finite mass (or no upper discretisation: see upper_bound)
   const double d = discretization_;
   const double epsilon = epsilon_in - epsilon_slack_;
-  if (epsilon < window_low()) return 1.0;  // losses below the window are not represented
+  const double entries_u = weight_norm(tilt_, d, size_);
+  if (epsilon < window_low()) {
+    // Every represented loss exceeds epsilon: delta <= (total mass) - e^eps sum_window p_K e^{-K D}.
+    const double total = std::exp(log_mass_u_) * (1.0 + 8.0 * kU);
+    const double log_x = log_window_sum_lower();
+    if (log_x == kNegInf) return total;
+    return std::max(total - std::exp(epsilon + log_x) * (1.0 - 8.0 * kU), 0.0);
+  }
   const long k = static_cast<long>(std::floor(epsilon / d)) + 1;  // first loss index above epsilon
   const long i = k - window_start_;
   const double kd = static_cast<double>(k) * d;
@@ -405,13 +415,63 @@ double ComposedPld::upper_bound(double epsilon_in) const {
   }
   // Round-off of the represented entries K >= k (weights e^{-tilt (K - k) D} <= 1),
   // the aliased tilted mass (<= 2 e^-25 in total), and the mass above the window.
-  const double entries = weight_norm(tilt_, d, size_);
   const double scale = std::exp(log_shift_u_ - tilt_ * kd + log_rounding_);
   const double top = window_high() + d;
-  value += (entry_error_u_ * entries + 2.0 * std::exp(log_tail_u_)) * scale +
+  value += (entry_error_u_ * entries_u + 2.0 * std::exp(log_tail_u_)) * scale +
            std::exp(log_shift_u_ + log_rounding_ - tilt_ * std::max(top, kd) + log_tail_u_);
+  return value;
+}
+
+double ComposedPld::log_window_sum_lower() const {
+  if (s1_.empty()) return kNegInf;
+  // e^{log_shift - (tilt + 1) ws D} s2[0], s2[0] taken low: round-off and the aliased
+  // mass (<= 2 e^{log_tail}, weights <= 1) removed.
+  const double d = discretization_;
+  const double ws = static_cast<double>(window_start_) * d;
+  const double s2 = s2_[0] - entry_error_u_ * weight_norm(tilt_ + 1.0, d, size_) - 2.0 * std::exp(log_tail_u_);
+  if (!(s2 > 0.0)) return kNegInf;
+  const double shift = log_shift_u_ - (tilt_ + 1.0) * ws;
+  return shift + std::log(s2) - log_rounding_ - 8.0 * kU * (2.0 + std::fabs(shift) + std::fabs(std::log(s2)));
+}
+
+double ComposedPld::upper_bound(double epsilon) const {
+  if (!has_upper_) return 1.0;
+  const double value = (s1_.empty() ? 0.0 : upper_finite(epsilon)) + tail_above_;
   // A positive delta below the double range is still positive: never claim 0.
-  return std::max(std::min(value + infinity, 1.0), std::numeric_limits<double>::denorm_min());
+  return std::max(std::min(value, 1.0), std::numeric_limits<double>::denorm_min());
+}
+
+// P(K D >= y) from below and Q(K D >= y) from above, for the composed labels.
+double ComposedPld::tail_p_lower(double y) const {
+  if (sp_.empty()) return 0.0;
+  const double d = discretization_;
+  const long n = static_cast<long>(size_);
+  long i = static_cast<long>(std::ceil(y / d)) - cells_start_;
+  if (i >= n) return 0.0;
+  i = std::max(i, 0L);
+  const double kd = static_cast<double>(cells_start_ + i) * d;
+  const double err_p = entry_error_p_ * weight_norm(tilt_, d, size_) + 2.0 * std::exp(log_tail_c_);
+  const double factor_p = std::exp(-log_rounding_) * (1.0 - 16.0 * kU * static_cast<double>(size_));
+  const double part = (sp_[static_cast<std::size_t>(i)] - err_p) * factor_p;
+  if (!(part > 0.0)) return 0.0;
+  return std::exp(log_shift_p_ - tilt_ * kd + std::log(part)) * (1.0 - 8.0 * kU);
+}
+
+double ComposedPld::tail_q_upper(double y) const {
+  if (sq_.empty()) return 0.0;
+  const double d = discretization_;
+  const long n = static_cast<long>(size_);
+  const long i = static_cast<long>(std::ceil(y / d)) - cells_start_;
+  const double total = std::exp(log_mass_q_) * (1.0 + 8.0 * kU);
+  if (i <= 0) return total;  // below the window: everything may count
+  const double err_q = entry_error_q_ * weight_norm(tilt_ + 1.0, d, size_) + std::exp(log_tail_c_);
+  const double factor_q = std::exp(log_rounding_) * (1.0 + 16.0 * kU * static_cast<double>(size_));
+  const long at = std::min(i, n - 1);
+  const double kd = static_cast<double>(cells_start_ + at) * d;
+  // Above the window only the Chernoff tail remains (weights e^{-(tilt+1)(K - top)D} <= 1).
+  const double part = (i < n ? sq_[static_cast<std::size_t>(at)] : 0.0) + err_q;
+  const double value = std::exp(log_shift_q_ - (tilt_ + 1.0) * kd + std::log(part) + std::log(factor_q)) * (1.0 + 8.0 * kU);
+  return std::min(value, total);
 }
 
 // Lower bound: max over thresholds j of P(K >= j) - e^eps Q(K >= j), with the
@@ -506,26 +566,6 @@ void ComposedPld::delta_bounds(double epsilon, double* lower, double* upper) con
   *lower = lower_bound(epsilon);
 }
 
-namespace {
-
-// Bisection for a monotone predicate false at `low` and true at `high`,
-// to relative width 1e-10; returns the end where the predicate holds
-// (`high`), or the other one.
-template <class F>
-double bisect(F holds, double low, double high, bool return_low) {
-  for (int i = 0; i < 200; ++i) {
-    if (high - low <= 1e-10 * std::max(high, 1e-300)) break;
-    const double mid = 0.5 * (low + high);
-    if (holds(mid)) {
-      high = mid;
-    } else {
-      low = mid;
-    }
-  }
-  return return_low ? low : high;
-}
-
-}  // namespace
 
 void ComposedPld::epsilon_bounds(double delta, double* lower, double* upper, bool* below_window) const {
   if (!(delta > 0.0 && delta < 1.0)) fail("delta", "in (0, 1)", delta);
@@ -554,7 +594,7 @@ void ComposedPld::epsilon_bounds(double delta, double* lower, double* upper, boo
   } else if (up(stop) > delta) {
     *upper = kInf;  // this window cannot certify delta
   } else {
-    *upper = bisect([&](double e) { return up(e) <= delta; }, start, stop, false);
+    *upper = detail::bisect([&](double e) { return up(e) <= delta; }, start, stop, false);
   }
   // Lower bound: every eps with lower(eps) > delta is below the true epsilon.
   // The lower bound is informative only near the tilt point (far below it the
@@ -565,7 +605,7 @@ void ComposedPld::epsilon_bounds(double delta, double* lower, double* upper, boo
   while (anchor > 0.0) {
     const double probe = std::max(anchor - width, 0.0);
     if (down(probe) > delta) {
-      *lower = bisect([&](double e) { return down(e) <= delta; }, probe, anchor, true);
+      *lower = detail::bisect([&](double e) { return down(e) <= delta; }, probe, anchor, true);
       break;
     }
     anchor = probe;

@@ -45,6 +45,27 @@
 
 namespace dpacct::pld {
 
+namespace detail {
+
+// Bisection for a monotone predicate false at `low` and true at `high`, to
+// relative width 1e-10; returns the end where the predicate holds (`high`),
+// or the other one.
+template <class F>
+double bisect(F holds, double low, double high, bool return_low) {
+  for (int i = 0; i < 200; ++i) {
+    if (high - low <= 1e-10 * (high > 1e-300 ? high : 1e-300)) break;
+    const double mid = 0.5 * (low + high);
+    if (holds(mid)) {
+      high = mid;
+    } else {
+      low = mid;
+    }
+  }
+  return return_low ? low : high;
+}
+
+}  // namespace detail
+
 class ComposedPld {
  public:
   // Composes the (step, count) groups; every step must have the same
@@ -62,6 +83,23 @@ class ComposedPld {
   // says the upper bound's root lies below the represented losses (a
   // smaller tilt would do better).
   void epsilon_bounds(double delta, double* lower, double* upper, bool* below_window) const;
+
+  // Pieces for compositions built on top of this one (split.hpp): certified
+  // bounds on sums over the composed finite part only (no +inf terms).
+  // upper_finite(e) >= sum_{K D > e} p_K (1 - e^{e - K D}) of the connect-the-dots
+  // masses (below the window: total mass - e^e * sum_window p_K e^{-K D}).
+  double upper_finite(double epsilon) const;
+  // tail_p_lower(y) <= P(K D >= y), tail_q_upper(y) >= Q(K D >= y) for the label sum K.
+  double tail_p_lower(double y) const;
+  double tail_q_upper(double y) const;
+  double cells_low() const { return static_cast<double>(cells_start_) * discretization_; }
+  double cells_high() const { return static_cast<double>(cells_start_ + static_cast<long>(size_) - 1) * discretization_; }
+  bool has_cells() const { return !sp_.empty(); }
+  // log of the exact total upper mass (rounded up), and of a certified lower
+  // bound on sum_{K in window} p_K e^{-K D} (-inf when none is known).
+  double log_mass_upper() const { return log_mass_u_; }
+  double log_window_sum_lower() const;
+  bool has_finite_upper() const { return !s1_.empty(); }
 
   double discretization() const { return discretization_; }
   double window_low() const;   // smallest loss represented (upper bound's grid)
@@ -96,6 +134,8 @@ class ComposedPld {
   long reliable_low_ = 0, reliable_high_ = 0;
   double log_rounding_ = 0.0;     // relative rounding of the tilted entries, composed (log factor)
   double epsilon_slack_ = 0.0;    // sum of count * loss_slack
+  // Exact total masses of the composed finite parts (upper masses, P- and Q-labels), logs rounded outward.
+  double log_mass_u_ = 0.0, log_mass_p_ = 0.0, log_mass_q_ = 0.0;
   double tail_above_ = 0.0;       // 1 - prod (1 - infinity_upper)^count, rounded up
   double any_infinity_lower_ = 0.0;  // 1 - prod (1 - infinity_lower)^count, rounded down
   double log_tail_u_ = 0.0, log_tail_c_ = 0.0;  // log tilted mass allowed outside each window

@@ -1,0 +1,113 @@
+// Composition by the number of rare steps: a PLD engine for losses that are a
+// narrow spike near zero plus rare large jumps (tiny sampling rates, small noise).
+//
+// WHY. One exponential tilt e^{lambda L} cannot serve both parts of such a
+// loss: the lambda that lifts delta ~ 1e-6 near a small epsilon to O(1) mass
+// multiplies the rare losses of size ~10 by e^{10 lambda}, so the tilt must stay
+// small and the FFT round-off (~ T u ||p||_2, the spike making ||p||_2 ~ 1)
+// swamps delta. The rare losses are few, though: at sampling rate q about T q
+// steps in all carry them.
+//
+// THE SPLIT. Each step's discretised loss is cut at a grid loss tau into its
+// bounded part s (cells with losses in [-tau, tau], grid D_S) and its rare part
+// r (the other cells, on a coarser grid D_R = m D_S), s + r + (mass at +inf).
+// The binomial theorem for convolution powers gives, exactly,
+//     (s + r)^{*T} = sum_h C(T, h) s^{*(T-h)} * r^{*h}
+//                  = s^{*(T-H)} * sum_{h <= H} C(T, h) s^{*(H-h)} * r^{*h}  +  (terms h > H),
+// whose mass is at most P(Binomial(T, |r| / |s + r|) > H) |s + r|^T (charged
+// to the upper bound; dropped from P and charged to Q for the lower bound).
+// G = s^{*(T-H)} is composed on the fine grid by ComposedPld with a tilt as
+// strong as the query needs (its losses are bounded by tau), and once untilted;
+// M = sum_h C(T, h) s'^{*(H-h)} * r^{*h} on the coarse grid by one FFT, where s'
+// is s re-spread onto the coarse grid (a mean-preserving spread of e^{-L} for the
+// upper bound, a relabelling for the lower one: both keep the certificates of
+// step.hpp, over H steps only). Then
+//     delta_u(eps) = sum_k M_k U_G(eps - k D_R) + err,
+//     delta_l(eps) = max_z  sum_k M^P_k P_G(K D_S >= z - k D_R) - e^eps sum_k M^Q_k Q_G(...) - err,
+// with U_G, P_G, Q_G the certified one-sided pieces of ComposedPld; outside
+// G's windows they are constant or closed-form in k, so each query costs
+// O(window / D_R), not O(|M|).
+//
+// The certificates are those of step.hpp (connect the dots: Doroshenko et al.,
+// arXiv:2207.04380; labels: data processing); the split itself is an exact
+// identity, and the truncation at H rare steps is charged.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "dpacct/pld/compose.hpp"
+#include "dpacct/pld/monotone.hpp"
+#include "dpacct/pld/step.hpp"
+
+namespace dpacct::pld {
+
+struct SplitStep {
+  StepPmf small;  // cells with losses in [-tau, tau], fine grid
+  StepPmf rare;   // the other cells on the coarse grid, and the mass at +inf
+};
+
+// Discretises one step of `pair` with the cut at tau = tau_index * ratio * d_fine
+// (ratio >= 1 and tau_index >= 1 integers); see discretize() in monotone.hpp.
+SplitStep discretize_split(const MonotonePair& pair, double d_fine, long ratio, long tau_index, double log_tail,
+                           std::size_t max_cells);
+
+// `fine` re-spread onto the grid of width ratio * fine.discretization (upper
+// masses by connect-the-dots, labels to the nearest coarse label).
+StepPmf coarsen(const StepPmf& fine, long ratio);
+
+class SplitComposedPld {
+ public:
+  // T = `count` steps of split.small + split.rare; at most `rare_max` (H) rare
+  // steps are composed exactly, the rest charged. `tilt` is G's tilt.
+  // `rare_tilt` tilts M (its upper and P-label sequences by e^{rare_tilt L}, the
+  // Q-labels by e^{(rare_tilt + 1) L}) so that its round-off is weighted like the
+  // queried delta; it must leave the far rare losses small after tilting.
+  SplitComposedPld(const SplitStep& split, double count, long rare_max, double tilt, double rare_tilt,
+                   std::size_t max_size);
+
+  void delta_bounds(double epsilon, double* lower, double* upper) const;
+  // Same contract as ComposedPld::epsilon_bounds (below_window is always false).
+  void epsilon_bounds(double delta, double* lower, double* upper) const;
+
+  std::size_t size() const { return size_; }                     // the coarse FFT size of M
+  std::size_t fine_size() const;                                 // G's FFT size
+  double charged_tail() const { return tail_u_; }                // mass of the h > H terms (upper)
+
+ private:
+  double upper_bound(double epsilon) const;
+  double lower_bound(double epsilon) const;
+  double threshold_value(double epsilon, double z) const;
+  // G's pieces: the tightest of the tilted and the untilted composition.
+  double g_upper(double e) const;
+  double g_p(double y) const;
+  double g_q(double y) const;
+
+  double count_ = 0.0;
+  long rare_max_ = 0;
+  double d_fine_ = 0.0, d_coarse_ = 0.0;
+  bool g_identity_ = false;  // T <= H: G is the unit mass at loss 0
+  std::unique_ptr<ComposedPld> g_tilted_, g_flat_;
+  double g_low_ = 0.0, g_high_ = 0.0;      // losses outside which G's pieces are constant / closed form
+  double g_mass_u_ = 0.0, g_x_low_ = 0.0;  // G's total upper mass; a lower bound of sum_window p_K e^{-K D}
+  double g_mass_p_low_ = 0.0, g_mass_q_ = 0.0;
+  // M on the coarse grid, tilted: M_k = c_i exp(log_scale - tilt_kind k D_R), k = m_start + i,
+  // tilt_kind = rare_tilt for the upper masses and P-labels, rare_tilt + 1 for the Q-labels.
+  struct Tilted {
+    std::vector<double> c;       // tilted, scaled entries (clipped at 0)
+    std::vector<double> suffix;  // sum_{j >= i} c_j e^{-tilt (j - i) D_R}
+    std::vector<double> suffix1; // the same with tilt + 1 (upper masses only)
+    double tilt = 0.0, log_scale = 0.0, err = 0.0;  // err: 2-norm round-off of c
+    double log_total = 0.0;      // log of the exact untilted total mass (rounded up)
+  };
+  long m_start_ = 0;
+  std::size_t size_ = 0;
+  Tilted mu_, mp_, mq_;
+  double rel_ = 0.0;  // relative rounding of the inputs, composed (log factor)
+  double tail_u_ = 0.0, tail_q_ = 0.0;        // h > H terms
+  double inf_upper_ = 0.0, inf_lower_ = 0.0;  // P(some step at +inf), up and down
+  double epsilon_slack_ = 0.0;
+};
+
+}  // namespace dpacct::pld

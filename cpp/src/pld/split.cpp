@@ -1,0 +1,605 @@
+#include "dpacct/pld/split.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <complex>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include "dpacct/check.hpp"
+#include "dpacct/fft.hpp"
+#include "dpacct/logmath.hpp"
+
+namespace dpacct::pld {
+
+namespace {
+
+constexpr double kU = kUnit;
+
+long floor_div(long a, long b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+double log_total(const std::vector<double>& v) { return v.empty() ? kNegInf : logsumexp(v.data(), v.size()); }
+
+// An empty step on grid d (no finite mass).
+StepPmf empty_step(double d) {
+  StepPmf s;
+  s.discretization = d;
+  s.log_upper.assign(1, kNegInf);
+  s.label_low = -1;
+  s.log_p.assign(3, kNegInf);
+  s.log_q.assign(3, kNegInf);
+  return s;
+}
+
+// One kind of sequence of M: the normalised small and rare parts, their log masses.
+struct Part {
+  const std::vector<double>* logs;
+  long low;
+  double log_mass;
+};
+
+}  // namespace
+
+SplitStep discretize_split(const MonotonePair& pair, double d, long ratio, long tau_index, double log_tail,
+                           std::size_t max_cells) {
+  require_positive_finite("discretization", d);
+  if (ratio < 1 || tau_index < 1) throw std::invalid_argument("the split ratio and tau index must be >= 1");
+  const double dc = d * static_cast<double>(ratio);
+  const long t = tau_index;
+  const long f = tau_index * ratio;  // tau in fine units
+  const double loss_inf = pair.loss_inf(), loss_sup = pair.loss_sup();
+  const double x_small = loss_inf == kNegInf ? pair.clamp_low(log_tail) : kNegInf;
+  const double x_large = loss_sup == kInf ? pair.clamp_high(log_tail) : kInf;
+  const double loss_low = std::isinf(x_small) ? loss_inf : pair.loss(x_small);
+  const double loss_high = std::isinf(x_large) ? loss_sup : pair.loss(x_large);
+  if (!(std::isfinite(loss_low) && std::isfinite(loss_high) && loss_low <= loss_high)) {
+    throw std::domain_error("could not bound the privacy loss of one step");
+  }
+  const auto a_low = static_cast<long>(std::floor(loss_low / dc));
+  const auto a_high = static_cast<long>(std::floor(loss_high / dc));
+  const auto k_low = static_cast<long>(std::floor(loss_low / d));
+  const auto k_high = static_cast<long>(std::floor(loss_high / d));
+  // Cells in increasing loss order: rare below -tau (coarse), small in [-tau, tau] (fine), rare above (coarse).
+  const long a1 = a_low, a2 = std::min(-t - 1, a_high);
+  const long b1 = std::max(-f, k_low), b2 = std::min(f - 1, k_high);
+  const long c1 = std::max(t, a_low), c2 = a_high;
+  const long n_a = std::max(a2 - a1 + 1, 0L), n_b = std::max(b2 - b1 + 1, 0L), n_c = std::max(c2 - c1 + 1, 0L);
+  if (static_cast<std::size_t>(n_a + n_b + n_c) + 2 > max_cells) {
+    throw std::invalid_argument("discretization " + format_value(d) + " is too fine: one step would need " +
+                                std::to_string(n_a + n_b + n_c + 2) + " loss cells (more than " +
+                                std::to_string(max_cells) + "); increase discretization");
+  }
+  SplitStep out;
+  out.small = n_b > 0 ? StepPmf{} : empty_step(d);
+  out.rare = n_a + n_c > 0 ? StepPmf{} : empty_step(dc);
+  StepPmf& sm = out.small;
+  StepPmf& ra = out.rare;
+  if (n_b > 0) {
+    sm.discretization = d;
+    sm.upper_low = b1;
+    sm.log_upper.assign(static_cast<std::size_t>(b2 - b1 + 2), kNegInf);
+    sm.label_low = b1 - 1;
+    sm.log_p.assign(static_cast<std::size_t>(b2 - b1 + 3), kNegInf);
+    sm.log_q.assign(sm.log_p.size(), kNegInf);
+  }
+  long r_lo = 0, r_hi = 0;
+  if (n_a + n_c > 0) {
+    r_lo = n_a > 0 ? a1 : c1;
+    r_hi = n_c > 0 ? c2 + 1 : a2 + 1;
+    ra.discretization = dc;
+    ra.upper_low = r_lo;
+    ra.log_upper.assign(static_cast<std::size_t>(r_hi - r_lo + 1), kNegInf);
+    ra.label_low = r_lo - 1;
+    ra.log_p.assign(static_cast<std::size_t>(r_hi - r_lo + 3), kNegInf);
+    ra.log_q.assign(ra.log_p.size(), kNegInf);
+  }
+  const long total_cells = n_a + n_b + n_c;
+  // The cell with overall position c: its grid (fine or coarse) and grid indices.
+  auto cell = [&](long c, bool* rare, long* a) {
+    if (c < n_a) {
+      *rare = true;
+      *a = a1 + c;
+    } else if (c < n_a + n_b) {
+      *rare = false;
+      *a = b1 + (c - n_a);
+    } else {
+      *rare = true;
+      *a = c1 + (c - n_a - n_b);
+    }
+  };
+  auto edge_x = [&](long c) {  // x at the lower edge of cell c (c == total_cells: upper edge of the last)
+    if (c <= 0) return x_small;
+    if (c >= total_cells) return x_large;
+    bool rare = false;
+    long a = 0;
+    cell(c, &rare, &a);
+    return pair.x_of(static_cast<double>(a) * (rare ? dc : d));
+  };
+  double x_prev = edge_x(0);
+  Edge p_prev = pair.edge_p(x_prev), q_prev = pair.edge_q(x_prev);
+  for (long c = 0; c < total_cells; ++c) {
+    bool rare = false;
+    long a = 0;
+    cell(c, &rare, &a);
+    StepPmf& part = rare ? ra : sm;
+    const double grid = rare ? dc : d;
+    const double x_next = edge_x(c + 1);
+    const Edge p_next = pair.edge_p(x_next), q_next = pair.edge_q(x_next);
+    const Mass pm = log_interval(p_prev, p_next);
+    const Mass qm = log_interval(q_prev, q_next);
+    if (pm.lo > kNegInf && qm.hi > kNegInf) {
+      const double ratio_loss = 0.5 * (pm.lo + pm.hi - qm.lo - qm.hi) / grid;
+      const long first = part.label_low, last = part.label_low + static_cast<long>(part.log_p.size()) - 1;
+      const long label =
+          std::clamp(std::lround(std::isfinite(ratio_loss) ? ratio_loss : static_cast<double>(a)), first, last);
+      const auto j = static_cast<std::size_t>(label - part.label_low);
+      part.log_p[j] = log_add(part.log_p[j], pm.lo);
+      part.log_q[j] = log_add(part.log_q[j], qm.hi);
+    }
+    split_cell(pm, qm, a, a + 1, grid, part.upper_low, part.log_upper);
+    x_prev = x_next;
+    p_prev = p_next;
+    q_prev = q_next;
+  }
+  // Clamped tails, as in discretize(): the smallest losses move up one grid point
+  // of the part holding the lowest cell; the largest go to +inf (rare part).
+  if (!std::isinf(x_small)) {
+    StepPmf& part = n_a > 0 ? ra : sm;
+    const double tail = pair.edge_p(x_small).log_cdf;
+    if (part.log_upper.size() > 1) part.log_upper[1] = log_add(part.log_upper[1], tail + kLogError * (1.0 + std::fabs(tail)));
+  }
+  if (!std::isinf(x_large)) {
+    const double tail = pair.edge_p(x_large).log_sf;
+    ra.infinity_upper = std::exp(tail + kLogError * (1.0 + std::fabs(tail)));
+  }
+  summarise(sm);
+  summarise(ra);
+  const double slack = 64.0 * kUnit * (1.0 + std::max(sm.max_abs_loss, ra.max_abs_loss)) + pair.extra_loss_error();
+  sm.loss_slack = ra.loss_slack = slack;
+  return out;
+}
+
+StepPmf coarsen(const StepPmf& fine, long ratio) {
+  if (ratio < 1) throw std::invalid_argument("the coarsening ratio must be >= 1");
+  const double d = fine.discretization;
+  const double dc = d * static_cast<double>(ratio);
+  StepPmf out;
+  out.discretization = dc;
+  out.has_upper = fine.has_upper;
+  const long n_u = static_cast<long>(fine.log_upper.size());
+  out.upper_low = floor_div(fine.upper_low, ratio);
+  out.log_upper.assign(static_cast<std::size_t>(floor_div(fine.upper_low + n_u - 1, ratio) + 2 - out.upper_low), kNegInf);
+  for (long j = 0; j < n_u; ++j) {
+    const double v = fine.log_upper[static_cast<std::size_t>(j)];
+    if (v == kNegInf) continue;
+    const long k = fine.upper_low + j;
+    const long a = floor_div(k, ratio);
+    if (a * ratio == k) {
+      const auto i = static_cast<std::size_t>(a - out.upper_low);
+      out.log_upper[i] = log_add(out.log_upper[i], v);
+      continue;
+    }
+    // A point mass at loss k d: spread to a dc and (a + 1) dc keeping E[e^{-L}].
+    const double kd = static_cast<double>(k) * d;
+    const double err = 4.0 * kU * (2.0 + std::fabs(v) + std::fabs(kd));
+    split_cell(Mass{v, v}, Mass{v - kd - err, v - kd + err}, a, a + 1, dc, out.upper_low, out.log_upper);
+  }
+  const long n_l = static_cast<long>(fine.log_p.size());
+  out.label_low = floor_div(fine.label_low, ratio) - 1;
+  out.log_p.assign(static_cast<std::size_t>(floor_div(fine.label_low + n_l - 1, ratio) + 3 - out.label_low), kNegInf);
+  out.log_q.assign(out.log_p.size(), kNegInf);
+  for (long j = 0; j < n_l; ++j) {
+    const long k = fine.label_low + j;
+    const long label = floor_div(2 * k + ratio, 2 * ratio);  // nearest coarse label
+    const auto i = static_cast<std::size_t>(label - out.label_low);
+    out.log_p[i] = log_add(out.log_p[i], fine.log_p[static_cast<std::size_t>(j)]);
+    out.log_q[i] = log_add(out.log_q[i], fine.log_q[static_cast<std::size_t>(j)]);
+  }
+  out.infinity_upper = fine.infinity_upper;
+  out.infinity_lower = fine.infinity_lower;
+  summarise(out);
+  out.loss_slack = fine.loss_slack;
+  return out;
+}
+
+SplitComposedPld::SplitComposedPld(const SplitStep& split, double count, long rare_max, double tilt,
+                                   double rare_tilt, std::size_t max_size)
+    : count_(count) {
+  require_nonnegative_finite("rare_tilt", rare_tilt);
+  if (!(count >= 1.0 && count == std::floor(count) && count < 9.0e15)) fail("count", "an integer >= 1", count);
+  require_nonnegative_finite("tilt", tilt);
+  const StepPmf& small = split.small;
+  const StepPmf& rare = split.rare;
+  d_fine_ = small.discretization;
+  d_coarse_ = rare.discretization;
+  const long ratio = std::lround(d_coarse_ / d_fine_);
+  if (ratio < 1 || std::fabs(static_cast<double>(ratio) * d_fine_ - d_coarse_) > 1e-9 * d_coarse_) {
+    throw std::invalid_argument("the rare grid must be an integer multiple of the small grid");
+  }
+  rare_max_ = static_cast<long>(std::min(static_cast<double>(std::max(rare_max, 0L)), count));
+  const double h_max = static_cast<double>(rare_max_);
+  const double g_count = count - h_max;
+  epsilon_slack_ = h_max * std::max(small.loss_slack, rare.loss_slack);
+
+  // P(some step at +inf), rounded up and down.
+  inf_upper_ = std::min(-std::expm1(count * std::log1p(-std::min(rare.infinity_upper, 1.0))) * (1.0 + 16.0 * kU), 1.0);
+  inf_lower_ = std::max(-std::expm1(count * std::log1p(-std::min(rare.infinity_lower, 1.0))) * (1.0 - 16.0 * kU), 0.0);
+
+  // G = small^(T - H), tilted and untilted.
+  if (g_count >= 1.0) {
+    const std::vector<std::pair<const StepPmf*, double>> groups{{&small, g_count}};
+    g_tilted_ = std::make_unique<ComposedPld>(groups, tilt, max_size);
+    if (tilt > 0.0) g_flat_ = std::make_unique<ComposedPld>(groups, 0.0, max_size);
+    g_low_ = kInf;
+    g_high_ = kNegInf;
+    g_x_low_ = 0.0;
+    for (const ComposedPld* g : {g_tilted_.get(), g_flat_.get()}) {
+      if (g == nullptr) continue;
+      if (g->has_finite_upper()) {
+        g_low_ = std::min(g_low_, g->window_low());
+        g_high_ = std::max(g_high_, g->window_high());
+        const double lx = g->log_window_sum_lower();
+        if (lx > kNegInf) g_x_low_ = std::max(g_x_low_, std::exp(lx));
+      }
+      if (g->has_cells()) {
+        g_low_ = std::min(g_low_, g->cells_low());
+        g_high_ = std::max(g_high_, g->cells_high());
+      }
+    }
+    if (!(g_low_ < kInf)) g_low_ = g_high_ = 0.0;
+    g_high_ += d_fine_;
+    g_low_ -= d_fine_;
+    g_mass_u_ = std::exp(g_tilted_->log_mass_upper()) * (1.0 + 8.0 * kU);
+  } else {
+    g_identity_ = true;
+    g_low_ = -d_fine_;
+    g_high_ = d_fine_;
+    g_mass_u_ = 1.0;
+    g_x_low_ = 1.0;
+  }
+  g_mass_p_low_ = g_p(g_low_ - d_fine_);
+  g_mass_q_ = g_q(g_low_ - d_fine_);
+
+  // M = sum_{h <= H} C(T, h) s'^(H - h) r^h on the coarse grid, for the three sequences.
+  const StepPmf coarse = coarsen(small, ratio);
+  const Part parts[3][2] = {
+      {{&coarse.log_upper, coarse.upper_low, log_total(coarse.log_upper)},
+       {&rare.log_upper, rare.upper_low, log_total(rare.log_upper)}},
+      {{&coarse.log_p, coarse.label_low, log_total(coarse.log_p)},
+       {&rare.log_p, rare.label_low, log_total(rare.log_p)}},
+      {{&coarse.log_q, coarse.label_low, log_total(coarse.log_q)},
+       {&rare.log_q, rare.label_low, log_total(rare.log_q)}},
+  };
+  long lo = std::numeric_limits<long>::max(), hi = std::numeric_limits<long>::min();
+  for (const auto& kind : parts) {
+    for (const Part& p : kind) {
+      lo = std::min(lo, rare_max_ * p.low);
+      hi = std::max(hi, rare_max_ * (p.low + static_cast<long>(p.logs->size()) - 1));
+    }
+  }
+  std::size_t size = 2;
+  while (static_cast<long>(size) < hi - lo + 1 && size <= max_size) size <<= 1;
+  if (size > max_size) {
+    throw std::invalid_argument("the rare part needs an FFT larger than max_size " + std::to_string(max_size) +
+                                " at discretization " + format_value(d_coarse_) + "; increase discretization");
+  }
+  size_ = size;
+  m_start_ = lo;
+  const fft::RealPlan plan(size_);
+  const double eta = fft::error_bound(size_);
+  const auto n_mod = static_cast<long>(size_);
+  const double lgamma_t = std::lgamma(count + 1.0);
+  Tilted* outs[3] = {&mu_, &mp_, &mq_};
+  double tails[3] = {0.0, 0.0, 0.0};
+  double magnitude = 0.0;
+  for (int kind = 0; kind < 3; ++kind) {
+    Tilted& out = *outs[kind];
+    out.tilt = rare_tilt + (kind == 2 ? 1.0 : 0.0);
+    const double dc = d_coarse_;
+    // Tilted, normalised sequences at their absolute index mod N.
+    double log_norm[2], l2 = 0.0;
+    std::vector<std::complex<double>> spec[2];
+    for (int which = 0; which < 2; ++which) {
+      const Part& p = parts[kind][which];
+      std::vector<double> logs(p.logs->size());
+      for (std::size_t j = 0; j < logs.size(); ++j) {
+        logs[j] = (*p.logs)[j] + out.tilt * static_cast<double>(p.low + static_cast<long>(j)) * dc;
+        if ((*p.logs)[j] > kNegInf) magnitude = std::max(magnitude, std::fabs((*p.logs)[j]) + std::fabs(logs[j]));
+      }
+      log_norm[which] = logs.empty() ? kNegInf : logsumexp(logs.data(), logs.size());
+      std::vector<double> buffer(size_, 0.0);
+      if (log_norm[which] > kNegInf) {
+        double sq = 0.0;
+        for (std::size_t j = 0; j < logs.size(); ++j) {
+          long index = (p.low + static_cast<long>(j)) % n_mod;
+          if (index < 0) index += n_mod;
+          const double v = std::exp(logs[j] - log_norm[which]);
+          buffer[static_cast<std::size_t>(index)] += v;
+          sq += v * v;
+        }
+        l2 = std::max(l2, std::sqrt(sq));
+      }
+      spec[which] = plan.forward(buffer);
+    }
+    // Term weights a_h = C(T, h) |s~|^(H - h) |r~|^h (tilted norms), scaled by the largest;
+    // the untilted total sum_h C(T, h) |s|^(H - h) |r|^h is kept exactly.
+    std::vector<double> log_a(static_cast<std::size_t>(rare_max_ + 1), kNegInf);
+    double log_max = kNegInf, log_untilted = kNegInf;
+    const Part& sp = parts[kind][0];
+    const Part& rp = parts[kind][1];
+    for (long h = 0; h <= rare_max_; ++h) {
+      const double hd = static_cast<double>(h);
+      const double binom = lgamma_t - std::lgamma(hd + 1.0) - std::lgamma(count - hd + 1.0);
+      auto power = [](double log_base, double n) { return n == 0.0 ? 0.0 : n * log_base; };
+      const double v = binom + power(log_norm[0], h_max - hd) + power(log_norm[1], hd);
+      const double u = binom + power(sp.log_mass, h_max - hd) + power(rp.log_mass, hd);
+      log_a[static_cast<std::size_t>(h)] = std::isnan(v) ? kNegInf : v;
+      log_max = std::max(log_max, log_a[static_cast<std::size_t>(h)]);
+      if (!std::isnan(u)) log_untilted = log_add(log_untilted, u);
+      magnitude = std::max(magnitude, std::isfinite(v) ? std::fabs(v) : 0.0);
+    }
+    out.log_total = log_untilted;
+    // The h > H terms: mass <= |s + r|^T P(Binomial(T, p) > H), p = |r| / |s + r| (Chernoff).
+    const double log_sr = log_add(sp.log_mass, rp.log_mass);
+    if (rp.log_mass > kNegInf && rare_max_ < count) {
+      const double p = std::exp(rp.log_mass - log_sr);
+      const double k = h_max + 1.0;
+      double log_tail = 0.0;
+      if (k >= count) {
+        log_tail = count * std::log(p);  // P(every step rare)
+      } else if (k / count > p) {
+        const double x = k / count;
+        log_tail = -count * (x * std::log(x / p) + (1.0 - x) * (std::log1p(-x) - std::log1p(-p)));
+      }
+      tails[kind] = std::min(std::exp(count * log_sr + log_tail) * (1.0 + 1e-6), 1.0);
+    }
+    out.c.assign(size_, 0.0);
+    if (log_max == kNegInf) {  // no mass at all
+      out.log_total = kNegInf;
+    } else {
+      double weight_sum = 0.0;
+      std::vector<double> a(static_cast<std::size_t>(rare_max_ + 1));
+      for (long h = 0; h <= rare_max_; ++h) {
+        a[static_cast<std::size_t>(h)] = std::exp(log_a[static_cast<std::size_t>(h)] - log_max);
+        weight_sum += a[static_cast<std::size_t>(h)];
+      }
+      std::vector<std::complex<double>> total(size_ / 2 + 1);
+      std::vector<std::complex<double>> s_pow(static_cast<std::size_t>(rare_max_ + 1));
+      for (std::size_t k = 0; k < total.size(); ++k) {
+        s_pow[0] = 1.0;
+        for (long j = 1; j <= rare_max_; ++j) {
+          s_pow[static_cast<std::size_t>(j)] = s_pow[static_cast<std::size_t>(j - 1)] * spec[0][k];
+        }
+        std::complex<double> r_pow = 1.0, acc = 0.0;
+        for (long h = 0; h <= rare_max_; ++h) {
+          if (h > 0) r_pow *= spec[1][k];
+          acc += a[static_cast<std::size_t>(h)] * s_pow[static_cast<std::size_t>(rare_max_ - h)] * r_pow;
+        }
+        total[k] = acc;
+      }
+      const std::vector<double> circular = plan.inverse(total);
+      const double inv_n = 1.0 / static_cast<double>(size_);
+      for (std::size_t i = 0; i < size_; ++i) {
+        long idx = (m_start_ + static_cast<long>(i)) % n_mod;
+        if (idx < 0) idx += n_mod;
+        out.c[i] = std::max(circular[static_cast<std::size_t>(idx)] * inv_n, 0.0);
+      }
+      // Round-off in the 2-norm: H + 2 transforms' worth on each term (|spectra| <= 1)
+      // and the products and sums of the H + 1 terms.
+      out.err = weight_sum * ((h_max + 3.0) * eta * std::max(l2, 1e-300) + (8.0 * h_max + 16.0) * kU);
+      out.log_scale = log_max;
+    }
+    // Suffix sums with decaying weights (non-negative terms; their rounding is charged below).
+    out.suffix.assign(size_ + 1, 0.0);
+    const double r0 = std::exp(-out.tilt * dc);
+    for (std::size_t i = size_; i-- > 0;) out.suffix[i] = out.c[i] + r0 * out.suffix[i + 1];
+    if (kind == 0) {
+      out.suffix1.assign(size_ + 1, 0.0);
+      const double r1 = std::exp(-(out.tilt + 1.0) * dc);
+      for (std::size_t i = size_; i-- > 0;) out.suffix1[i] = out.c[i] + r1 * out.suffix1[i + 1];
+    }
+  }
+  // Relative rounding of the inputs (each log within ~4 u of its magnitude, H + 1 factors per term).
+  rel_ = (h_max + 2.0) * 8.0 * kU * (2.0 + magnitude) + 4.0 * kU * static_cast<double>(size_ + 8);
+  tail_u_ = tails[0];
+  tail_q_ = tails[2];
+}
+
+std::size_t SplitComposedPld::fine_size() const {
+  std::size_t s = 0;
+  if (g_tilted_) s = std::max(s, g_tilted_->size());
+  if (g_flat_) s = std::max(s, g_flat_->size());
+  return s;
+}
+
+double SplitComposedPld::g_upper(double e) const {
+  if (g_identity_) return e < 0.0 ? -std::expm1(e) * (1.0 + 4.0 * kU) : 0.0;
+  double v = g_tilted_->upper_finite(e);
+  if (g_flat_) v = std::min(v, g_flat_->upper_finite(e));
+  return v;
+}
+
+double SplitComposedPld::g_p(double y) const {
+  if (g_identity_) return y <= 0.0 ? 1.0 : 0.0;
+  double v = g_tilted_->tail_p_lower(y);
+  if (g_flat_) v = std::max(v, g_flat_->tail_p_lower(y));
+  return v;
+}
+
+double SplitComposedPld::g_q(double y) const {
+  if (g_identity_) return y <= 0.0 ? 1.0 : 0.0;
+  double v = g_tilted_->tail_q_upper(y);
+  if (g_flat_) v = std::min(v, g_flat_->tail_q_upper(y));
+  return v;
+}
+
+namespace {
+
+// sqrt(sum_{j >= 0} e^{-2 tilt j D}) (the decaying weights of a suffix), or sqrt(n) without tilt.
+double decay_norm(double tilt, double d, std::size_t n) {
+  if (tilt > 0.0) return std::sqrt(1.0 / -std::expm1(-2.0 * tilt * d));
+  return std::sqrt(static_cast<double>(n));
+}
+
+}  // namespace
+
+// delta_u(eps) = sum_k M_k U_G(eps - k D_R), k = m_start + i. G's pieces are at most
+// U_G(g_high) where eps - k D_R >= g_high (i <= i_a: bounded with M's exact total),
+// the closed form mass - e^{eps - k D_R} X below g_low (i >= i_b: tilted suffix sums),
+// and evaluated one by one in between.
+double SplitComposedPld::upper_bound(double epsilon_in) const {
+  const double eps = epsilon_in - epsilon_slack_;
+  const long n = static_cast<long>(size_);
+  const double dc = d_coarse_;
+  const Tilted& m = mu_;
+  if (m.log_total == kNegInf) return std::max(std::min(tail_u_ + inf_upper_, 1.0), std::numeric_limits<double>::denorm_min());
+  const long i_a = std::min(static_cast<long>(std::floor((eps - g_high_) / dc)) - m_start_, n - 1);
+  const long i_b = std::max(static_cast<long>(std::floor((eps - g_low_) / dc)) + 1 - m_start_, i_a + 1);
+  double value = 0.0;
+  if (i_a >= 0) value += g_upper(g_high_) * std::exp(m.log_total);
+  // Middle: relative to the reference loss k_ref = m_start + i_b (weights e^{-tilt (k - k_ref) D} >= 1 there).
+  const long ref = std::min(i_b, n);
+  const double k_ref = static_cast<double>(m_start_ + ref) * dc;
+  double sum = 0.0, norm2 = 0.0;
+  for (long i = std::max(i_a + 1, 0L); i < ref; ++i) {
+    const double k = static_cast<double>(m_start_ + i) * dc;
+    const double u = g_upper(eps - k);
+    const double w = std::exp(-m.tilt * (k - k_ref));
+    sum += m.c[static_cast<std::size_t>(i)] * w * u;
+    norm2 += w * w * u * u;
+  }
+  const double scale = std::exp(m.log_scale - m.tilt * k_ref);
+  value += scale * (sum * (1.0 + 4.0 * kU * static_cast<double>(n + 8)) + m.err * std::sqrt(norm2));
+  if (i_b < n) {
+    const auto b = static_cast<std::size_t>(std::max(i_b, 0L));
+    const double kb = static_cast<double>(m_start_ + static_cast<long>(b)) * dc;
+    const double mass = std::exp(m.log_scale - m.tilt * kb) * (m.suffix[b] + m.err * decay_norm(m.tilt, dc, size_));
+    const double lower_x = m.suffix1[b] - m.err * decay_norm(m.tilt + 1.0, dc, size_);
+    const double with_x = lower_x > 0.0 ? std::exp(m.log_scale - (m.tilt + 1.0) * kb + eps + std::log(lower_x)) : 0.0;
+    value += std::max(g_mass_u_ * mass * (1.0 + 4.0 * kU * static_cast<double>(n + 8)) -
+                          g_x_low_ * with_x * (1.0 - 4.0 * kU * static_cast<double>(n + 8)),
+                      0.0);
+  }
+  value *= std::exp(rel_);
+  return std::max(std::min(value + tail_u_ + inf_upper_, 1.0), std::numeric_limits<double>::denorm_min());
+}
+
+// P(Z >= z) - e^eps Q(Z >= z) for the statistic Z = K_M D_R + K_G D_S (labels).
+double SplitComposedPld::threshold_value(double epsilon, double z) const {
+  const long n = static_cast<long>(size_);
+  const double dc = d_coarse_;
+  const long i_a = std::min(static_cast<long>(std::floor((z - g_high_) / dc)) - m_start_, n - 1);
+  const long i_b = std::max(static_cast<long>(std::floor((z - g_low_) / dc)) + 1 - m_start_, i_a + 1);
+  const double rel = 4.0 * kU * static_cast<double>(n + 8);
+  // P side (low): 0 above G's windows; explicit in the middle; a constant times a suffix below.
+  double p_value = 0.0, q_value = 0.0;
+  if (mp_.log_total > kNegInf) {
+    const long ref = std::min(i_b, n);
+    const double k_ref = static_cast<double>(m_start_ + ref) * dc;
+    double sum = 0.0, norm2 = 0.0;
+    for (long i = std::max(i_a + 1, 0L); i < ref; ++i) {
+      const double k = static_cast<double>(m_start_ + i) * dc;
+      const double p = g_p(z - k);
+      const double w = std::exp(-mp_.tilt * (k - k_ref));
+      sum += mp_.c[static_cast<std::size_t>(i)] * w * p;
+      norm2 += w * w * p * p;
+    }
+    double part = sum * (1.0 - rel) - mp_.err * std::sqrt(norm2);
+    double total = part > 0.0 ? std::exp(mp_.log_scale - mp_.tilt * k_ref) * part : 0.0;
+    if (i_b < n) {
+      const auto b = static_cast<std::size_t>(std::max(i_b, 0L));
+      const double kb = static_cast<double>(m_start_ + static_cast<long>(b)) * dc;
+      const double s = mp_.suffix[b] * (1.0 - rel) - mp_.err * decay_norm(mp_.tilt, dc, size_);
+      if (s > 0.0) total += g_mass_p_low_ * std::exp(mp_.log_scale - mp_.tilt * kb) * s;
+    }
+    p_value = total * std::exp(-rel_);
+  }
+  p_value += inf_lower_;
+  if (!(p_value > 0.0)) return 0.0;
+  // Q side (high): M's exact total times Q_G(g_high) above; explicit; a suffix below.
+  if (mq_.log_total > kNegInf) {
+    double total = 0.0;
+    if (i_a >= 0) total += g_q(g_high_) * std::exp(mq_.log_total);
+    const long ref = std::min(i_b, n);
+    const double k_ref = static_cast<double>(m_start_ + ref) * dc;
+    double sum = 0.0, norm2 = 0.0;
+    for (long i = std::max(i_a + 1, 0L); i < ref; ++i) {
+      const double k = static_cast<double>(m_start_ + i) * dc;
+      const double q = g_q(z - k);
+      const double w = std::exp(-mq_.tilt * (k - k_ref));
+      sum += mq_.c[static_cast<std::size_t>(i)] * w * q;
+      norm2 += w * w * q * q;
+    }
+    total += std::exp(mq_.log_scale - mq_.tilt * k_ref) * (sum * (1.0 + rel) + mq_.err * std::sqrt(norm2));
+    if (i_b < n) {
+      const auto b = static_cast<std::size_t>(std::max(i_b, 0L));
+      const double kb = static_cast<double>(m_start_ + static_cast<long>(b)) * dc;
+      const double s = mq_.suffix[b] * (1.0 + rel) + mq_.err * decay_norm(mq_.tilt, dc, size_);
+      total += g_mass_q_ * std::exp(mq_.log_scale - mq_.tilt * kb) * s;
+    }
+    q_value = total * std::exp(rel_);
+  }
+  q_value += tail_q_;
+  const double log_p = std::log(p_value), log_q = epsilon + std::log(q_value);
+  if (!(q_value > 0.0)) return p_value * (1.0 - 8.0 * kU);
+  if (log_q >= log_p) return 0.0;
+  return std::exp(log_p + log1mexp(log_q - log_p)) * (1.0 - 8.0 * kU);
+}
+
+double SplitComposedPld::lower_bound(double epsilon) const {
+  // Any threshold gives a valid bound. The label sums need not track the loss
+  // exactly (rounding of many tiny losses biases them), so the best threshold is
+  // searched over a span of G's windows around eps, then refined around the best.
+  double best = 0.0, best_z = epsilon;
+  const double width = std::max(g_high_ - g_low_, 4.0 * d_coarse_);
+  const int points = 160;
+  const double step = 3.0 * width / points;
+  for (int j = 0; j <= points; ++j) {
+    const double z = epsilon - width + static_cast<double>(j) * step;
+    const double v = threshold_value(epsilon, z);
+    if (v > best) {
+      best = v;
+      best_z = z;
+    }
+  }
+  const double fine = std::max(step / 16.0, d_fine_);
+  for (int j = -16; j <= 16; ++j) best = std::max(best, threshold_value(epsilon, best_z + static_cast<double>(j) * fine));
+  return std::min(std::max(best, inf_lower_), 1.0);
+}
+
+void SplitComposedPld::delta_bounds(double epsilon, double* lower, double* upper) const {
+  if (std::isnan(epsilon)) fail("epsilon", "a number", epsilon);
+  *upper = upper_bound(epsilon);
+  *lower = std::min(lower_bound(epsilon), *upper);
+}
+
+void SplitComposedPld::epsilon_bounds(double delta, double* lower, double* upper) const {
+  if (!(delta > 0.0 && delta < 1.0)) fail("delta", "in (0, 1)", delta);
+  auto up = [&](double e) { return upper_bound(e); };
+  auto down = [&](double e) { return std::min(lower_bound(e), upper_bound(e)); };
+  const double rare_top = static_cast<double>(m_start_ + static_cast<long>(size_)) * d_coarse_;  // past M's support
+  const double stop = std::max(g_high_, 0.0) + std::max(rare_top, 0.0) + 1.0;
+  if (up(0.0) <= delta) {
+    *upper = 0.0;
+  } else if (up(stop) > delta) {
+    *upper = kInf;
+  } else {
+    *upper = detail::bisect([&](double e) { return up(e) <= delta; }, 0.0, stop, false);
+  }
+  *lower = 0.0;
+  double anchor = std::isfinite(*upper) ? *upper : stop;
+  double width = std::max(1e-3 * anchor, 1e-6);
+  while (anchor > 0.0) {
+    const double probe = std::max(anchor - width, 0.0);
+    if (down(probe) > delta) {
+      *lower = detail::bisect([&](double e) { return down(e) <= delta; }, probe, anchor, true);
+      break;
+    }
+    anchor = probe;
+    width *= 2.0;
+  }
+  *lower = std::min(*lower, *upper);
+}
+
+}  // namespace dpacct::pld
