@@ -101,13 +101,14 @@ class _Engine(PLDAccountant):
             self._budget = budget
             self._composed_cache.clear()
 
-    def supports(self, mechanism: Mechanism) -> bool:  # type: ignore[override]
+    def supports(self, mechanism: Any) -> bool:
         return isinstance(mechanism, DPSGDJLMechanism) or super().supports(mechanism)
 
-    def _groups(self) -> list[tuple[Any, int]]:  # type: ignore[override]
+    def _groups(self) -> list[tuple[Any, int]]:
         counts: dict[Any, int] = {}
-        jl_runs: dict[tuple[str, float, int, float], int] = {}
-        for mechanism, count in self._history:
+        jl_runs: dict[tuple[Any, float, int, float], int] = {}
+        history: list[tuple[Any, int]] = list(self._history)
+        for mechanism, count in history:
             if isinstance(mechanism, DPSGDJLMechanism):
                 if mechanism.sampling_probability == 0.0:
                     continue
@@ -128,17 +129,18 @@ class _Engine(PLDAccountant):
         return groups
 
     def _build(self, spec: _JLSpec, direction: str, discretization: float) -> Any:
-        common = {"noise_multiplier": spec.noise_multiplier, "sampling_probability": spec.sampling_probability,
-                  "r": spec.jl_dim, "w_cap": spec.w_cap, "quantiles": spec.quantiles, "direction": direction,
-                  "discretization": discretization}
         if spec.model == "shared":
             if len(self._gaussians) > 4096:
                 self._gaussians.clear()
-            return jl.shared_step(cache=self._gaussians, **common)
-        return jl.per_example_step(**common)
+            return jl.shared_step(noise_multiplier=spec.noise_multiplier,
+                                  sampling_probability=spec.sampling_probability, r=spec.jl_dim, w_cap=spec.w_cap,
+                                  quantiles=spec.quantiles, direction=direction, discretization=discretization,
+                                  cache=self._gaussians)
+        return jl.per_example_step(noise_multiplier=spec.noise_multiplier,
+                                   sampling_probability=spec.sampling_probability, r=spec.jl_dim, w_cap=spec.w_cap,
+                                   quantiles=spec.quantiles, direction=direction, discretization=discretization)
 
-    def _composed(self, groups: list[tuple[Any, int]], direction: str, discretization: float,  # type: ignore[override]
-                  tilt: float) -> Any:
+    def _composed(self, groups: list[tuple[Any, int]], direction: str, discretization: float, tilt: float) -> Any:
         built = super()._composed(groups, direction, discretization, tilt)
         return built if isinstance(built, _Guarded) else _Guarded(built)
 
@@ -225,7 +227,7 @@ class FDPAccountant(Accountant):
         PLDAccountant(max_size=max_size)  # validates max_size
         self._engines: dict[bool, _Engine] = {}
 
-    def supports(self, mechanism: Mechanism) -> bool:  # type: ignore[override]
+    def supports(self, mechanism: Any) -> bool:
         """PLD-supported mechanisms and :class:`~dpacct.fdp.jl.DPSGDJLMechanism`."""
         return isinstance(mechanism, DPSGDJLMechanism) or _pld_spec(mechanism) is not None
 
@@ -244,13 +246,27 @@ class FDPAccountant(Accountant):
         if realised not in self._engines:
             engine = _Engine(realised=realised, quantiles=self._quantiles,
                              relative_accuracy=self._relative_accuracy, max_size=self._max_size)
-            for mechanism, count in self._history:
-                engine.compose(mechanism, count)  # type: ignore[arg-type]
+            for mechanism, count in self._runs():
+                engine.compose(mechanism, count)
             self._engines[realised] = engine
         return self._engines[realised]
 
     def _shared_jl(self) -> list[DPSGDJLMechanism]:
-        return [m for m, _ in self._history if isinstance(m, DPSGDJLMechanism) and m.projections == "shared"]
+        return [m for m, _ in self._runs() if isinstance(m, DPSGDJLMechanism) and m.projections == "shared"]
+
+    def _runs(self) -> list[tuple[Any, int]]:
+        """The history (typed loosely: it holds DP-SGD-JL steps, which dpacct.mechanisms does not list)."""
+        return list(self._history)
+
+    def compose(self, mechanism: Mechanism | DPSGDJLMechanism, count: int = 1) -> FDPAccountant:
+        """Compose ``count`` repetitions of ``mechanism`` (any PLD mechanism or a DP-SGD-JL step).
+
+        Raises
+        ------
+        UnsupportedMechanismError
+            If the mechanism is not supported (state unchanged).
+        """
+        return super().compose(mechanism, count)  # type: ignore[arg-type]
 
     def _method(self) -> str:
         return "f-DP via PLD (connect-the-dots upper, data-processing lower)"
@@ -275,10 +291,10 @@ class FDPAccountant(Accountant):
             realised.set_budget(1e-3 * float(np.min(d)) if d.size else _DEFAULT_BUDGET)
             lower = realised.epsilon_bounds(d).lower
             details["lower_bound_from"] = "the paper's pair (per-example projections), realised by a dataset"
-        if any(isinstance(m, DPSGDJLMechanism) for m, _ in self._history):
+        if any(isinstance(m, DPSGDJLMechanism) for m, _ in self._runs()):
             details["revealed_tail_mass"] = engine.revealed_mass()
             if not np.all(np.isfinite(np.asarray(upper))):
-                r = min(m.jl_dim for m, _ in self._history if isinstance(m, DPSGDJLMechanism))
+                r = min(m.jl_dim for m, _ in self._runs() if isinstance(m, DPSGDJLMechanism))
                 details["note"] = _HEAVY_TAIL_NOTE.format(r=r, lower=float(np.max(np.asarray(lower))))
         return Interval(lower=lower, upper=upper, quantity="epsilon", method=self._method(), details=details)
 

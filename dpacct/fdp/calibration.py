@@ -9,6 +9,7 @@ DP-SGD): the searches bracket and then bisect.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from dpacct import _check
 from dpacct.fdp.accountant import FDPAccountant
@@ -35,8 +36,9 @@ def _epsilon(sigma: float, q: float, steps: int, r: int | None, projections: str
     if r is None:
         acct.step(noise_multiplier=sigma, sampling_probability=q, count=steps)
     else:
+        model: Literal["shared", "per_example"] = "shared" if projections == "shared" else "per_example"
         acct.compose(DPSGDJLMechanism(noise_multiplier=sigma, sampling_probability=q, jl_dim=r,
-                                      projections=projections), steps)  # type: ignore[arg-type]
+                                      projections=model), steps)
     return float(acct.get_epsilon(delta))
 
 

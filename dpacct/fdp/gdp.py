@@ -103,7 +103,7 @@ def epsilon_for_delta(*, mu: float, delta: float) -> float:
     while float(_gdp_delta(m, np.asarray(hi))) > d:
         hi *= 2.0
     root = optimize.brentq(lambda e: math.log(float(_gdp_delta(m, np.asarray(e)))) - math.log(d), 0.0, hi,
-                           xtol=1e-14, rtol=4e-16)
+                           xtol=1e-14, rtol=1e-15)
     return float(root) * (1.0 + 1e-12)
 
 
@@ -121,7 +121,7 @@ def mu_for_epsilon_delta(*, epsilon: float, delta: float) -> float:
     hi = 1.0
     while float(_gdp_delta(hi, np.asarray(e))) < d:
         hi *= 2.0
-    root = optimize.brentq(lambda m: float(_gdp_delta(m, np.asarray(e))) - d, 0.0, hi, xtol=1e-15, rtol=4e-16)
+    root = optimize.brentq(lambda m: float(_gdp_delta(m, np.asarray(e))) - d, 0.0, hi, xtol=1e-15, rtol=1e-15)
     return float(root) * (1.0 - 1e-12)
 
 

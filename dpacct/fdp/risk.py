@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal
 
 from scipy import special
 
@@ -89,8 +90,9 @@ def tradeoff_for_run(
         acct.step(noise_multiplier=sigma, sampling_probability=q, count=t)
     else:
         _check.one_of("projections", projections, PROJECTIONS)
+        model: Literal["shared", "per_example"] = "shared" if projections == "shared" else "per_example"
         acct.compose(DPSGDJLMechanism(noise_multiplier=sigma, sampling_probability=q, jl_dim=jl_dim,
-                                      projections=projections), t)  # type: ignore[arg-type]
+                                      projections=model), t)
     return acct.tradeoff()
 
 
