@@ -15,6 +15,7 @@
 #include "dpacct/fft.hpp"
 #include "dpacct/gaussian.hpp"
 #include "bindings/pld.hpp"
+#include "bindings/fdp.hpp"
 #include "dpacct/rdp.hpp"
 
 namespace py = pybind11;
@@ -167,4 +168,5 @@ PYBIND11_MODULE(_core, m) {
       "(delta, order index) per epsilon; see dpacct.rdp.delta_from_rdp.");
 
   dpacct::bindings::bind_pld(m);
+  dpacct::bindings::bind_fdp(m);
 }

@@ -23,6 +23,7 @@ from dpacct import _check, gaussian, zcdp
 from dpacct.accountant import available_accountants
 from dpacct.api import SAMPLERS, PoissonAssumptionWarning, build_accountant, participations
 from dpacct.calibration import calibrate
+from dpacct.fdp import cli as fdp_cli
 from dpacct.schedules import SCHEDULES, allocate_budget, make_schedule, solve_decay
 
 __all__ = ["default_accountant", "main"]
@@ -70,6 +71,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--delta", type=float, required=True, help="target delta in (0, 1)")
     _add_schedule_parser(sub)
     _add_compare_parser(sub)
+    fdp_cli.add_parser(sub)  # f-DP subcommand, owned by dpacct/fdp/cli.py
     return parser
 
 
@@ -405,6 +407,8 @@ def _plot_compare(args: argparse.Namespace, steps: int, epochs: int) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``dpacct`` command; returns the exit status."""
     args = _parser().parse_args(argv)
+    if args.command == "tradeoff":
+        return fdp_cli.run(args)
     try:
         report = _run(args)
     except (ValueError, TypeError) as error:

@@ -2,6 +2,7 @@
 # hand. This folder holds only .pyi files, so at run time `import dpacct._core`
 # still loads the extension module beside it.
 from . import ablq as ablq
+from . import fdp as fdp
 from . import gaussian as gaussian
 from . import pld as pld
 from . import rdp as rdp
