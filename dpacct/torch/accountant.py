@@ -43,7 +43,7 @@ NoiseSpec = Union[float, Schedule, Callable[[int], float], None]
 Run = tuple[Hashable, int]
 
 _FORMAT = "dpacct.torch.PrivacyAccountant/1"
-_MAX_ALLOWANCE = 2**40
+_LOOKAHEAD = 1024
 
 
 class BudgetExhaustedError(RuntimeError):
@@ -406,10 +406,15 @@ class PrivacyAccountant:
 
         if not fits(count):
             return False
-        low, high = count, 2 * count
-        while high <= _MAX_ALLOWANCE and fits(high):
-            low, high = high, 2 * high
-        if high <= _MAX_ALLOWANCE:
+        # Look ahead at most ``count + _LOOKAHEAD`` copies: one search of about
+        # 2 log2(count) evaluations then serves about ``count`` steps.
+        limit = 2 * count + _LOOKAHEAD
+        low, high = count, min(2 * count, limit)
+        while high < limit and fits(high):
+            low, high = high, min(2 * high, limit)
+        if high == limit and fits(high):
+            low = high
+        else:
             while high - low > 1:
                 mid = (low + high) // 2
                 if fits(mid):

@@ -25,6 +25,7 @@ Poisson batch would make the step depend on it, which the analysis does not cove
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 
 import torch
@@ -170,7 +171,11 @@ def jl_norm_estimates(
         tangent: Tensor = jvp(losses, (params,), (v,))[1]
         return tangent
 
-    projections: Tensor = vmap(project)(directions)  # [r, B]
+    with warnings.catch_warnings():
+        # torch's first forward-mode call loads its jvp decompositions through the deprecated
+        # torch.jit.script (torch 2.13); that is torch's own business, not the user's.
+        warnings.filterwarnings("ignore", message=r".*torch\.jit\.script.* is deprecated", category=DeprecationWarning)
+        projections: Tensor = vmap(project)(directions)  # [r, B]
     estimates: Tensor = projections.pow(2).mean(0).sqrt()
     return estimates
 
