@@ -136,13 +136,22 @@ def _chi2_sf(r: int, w: NDArray[np.float64]) -> NDArray[np.float64]:
 
 
 def make_buckets(r: int, w_cap: float, quantiles: int) -> Buckets:
-    """Buckets of ``chi^2_r``: ``quantiles`` equal-probability ones in the bulk, geometric ones in the tails."""
+    """Buckets of ``chi^2_r`` from ``w_cap`` up.
+
+    The union of ``quantiles`` equal-probability buckets (fine where the mass is) and
+    ``quantiles`` log-spaced ones between the 1e-10 and 1 - 1e-10 quantiles (a bounded
+    relative width of the shift ``mu_W``, fine where delta is steep in it), plus
+    geometric buckets in the far tails.
+    """
     inner = np.arange(1, quantiles) / quantiles
     bulk = 2.0 * special.gammaincinv(r / 2.0, inner)
-    low_tail = np.geomspace(w_cap, max(bulk[0], w_cap * 1.01), 16) if bulk[0] > w_cap else np.array([w_cap])
-    w_max = 2.0 * special.gammainccinv(r / 2.0, 1e-18)
-    high_tail = np.geomspace(bulk[-1], w_max, 12)
-    edges = np.unique(np.concatenate([[w_cap], low_tail, bulk, high_tail]))
+    w_lo = max(2.0 * float(special.gammaincinv(r / 2.0, 1e-10)), w_cap)
+    w_hi = 2.0 * float(special.gammainccinv(r / 2.0, 1e-10))
+    spread = np.geomspace(w_lo, w_hi, quantiles)
+    low_tail = np.geomspace(w_cap, w_lo, 16) if w_lo > w_cap else np.array([w_cap])
+    w_max = 2.0 * float(special.gammainccinv(r / 2.0, 1e-18))
+    high_tail = np.geomspace(w_hi, w_max, 8)
+    edges = np.unique(np.concatenate([[w_cap], low_tail, bulk, spread, high_tail]))
     edges = edges[edges >= w_cap]
     # Masses: differences of the CDF below the median, of the survival function above
     # (no cancellation in either tail); relative error ~1e-14 each.
