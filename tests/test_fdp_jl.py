@@ -161,3 +161,18 @@ def test_calibration_round_trips() -> None:
                             quantiles=32)
     assert dim.epsilon <= 4.5
     assert _epsilon_bounds(dim.jl_dim - 1)[1] > 4.5 or dim.jl_dim == 1
+
+
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@given(r1=st.integers(3, 40), extra=st.integers(0, 60), sigma=st.floats(1.0, 3.0), more_noise=st.floats(1.0, 1.5))
+@hypothesis.settings(max_examples=6)
+def test_bounds_are_consistent_with_monotonicity(r1: int, extra: int, sigma: float, more_noise: float) -> None:
+    """The truth falls in r and in sigma, so a larger r (or sigma) has a lower bound below the smaller one's upper bound."""
+    lower_small_r, upper_small_r = _one_step("shared", r1, sigma, 1.0, quantiles=16)
+    lower_big_r, upper_big_r = _one_step("shared", r1 + extra, sigma * more_noise, 1.0, quantiles=16)
+    assert lower_small_r <= upper_small_r and lower_big_r <= upper_big_r
+    assert lower_big_r <= upper_small_r
