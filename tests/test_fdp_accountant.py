@@ -146,3 +146,23 @@ def test_tradeoff_curve_object_protocol() -> None:
     bounds = curve.tpr_bounds(np.array([0.001, 0.01, 0.1]))
     assert np.all(np.asarray(bounds.lower) <= np.asarray(bounds.upper))
     assert DPSGDJLMechanism(noise_multiplier=1.0, sampling_probability=0.1, jl_dim=4).projections == "shared"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"relative_accuracy": 0.0}, r"^relative_accuracy must be finite and > 0, got 0.0"),
+        ({"relative_accuracy": 0.7}, r"^relative_accuracy must be in \(0, 0.5\], got 0.7"),
+        ({"quantiles": 1}, r"^quantiles must be an integer >= 2, got 1"),
+    ],
+)
+def test_accountant_options_are_checked(kwargs: dict[str, float], match: str) -> None:
+    """Bad FDPAccountant options raise ValueError naming the option and its range."""
+    with pytest.raises(ValueError, match=match):
+        FDPAccountant(**kwargs)  # type: ignore[arg-type]
+
+
+def test_tradeoff_points_checked() -> None:
+    """tradeoff(points=...) needs at least 8 epsilons."""
+    with pytest.raises(ValueError, match=r"^points must be an integer >= 8, got 3"):
+        FDPAccountant().step(noise_multiplier=1.0, sampling_probability=0.1).tradeoff(points=3)
