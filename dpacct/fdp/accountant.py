@@ -189,7 +189,7 @@ class FDPAccountant(Accountant):
         Target relative gap between the certified bounds (default 0.005).
     quantiles : int
         Equal-probability buckets of ``W ~ chi^2_r`` for DP-SGD-JL steps (plus
-        geometric tail buckets); more buckets narrow the JL gap (default 256).
+        log-spaced and tail buckets); more buckets narrow the JL gap (default 128).
     max_size : int
         Largest FFT the PLD engine may use (a power of two, default ``2**22``).
 
@@ -212,7 +212,7 @@ class FDPAccountant(Accountant):
 
     name = "fdp"
 
-    def __init__(self, *, relative_accuracy: float = 0.005, quantiles: int = 256, max_size: int = 2**22) -> None:
+    def __init__(self, *, relative_accuracy: float = 0.005, quantiles: int = 128, max_size: int = 2**22) -> None:
         super().__init__()
         self._relative_accuracy = _check.positive("relative_accuracy", relative_accuracy)
         if self._relative_accuracy > 0.5:

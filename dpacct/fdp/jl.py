@@ -123,8 +123,9 @@ class Buckets:
 
     edges: NDArray[np.float64]
     masses: NDArray[np.float64]  # len K
-    bottom: float  # P(W < e_0), raised by the rounding slack of the others
-    top: float  # P(W >= e_K)
+    bottom: float  # P(W < e_0), raised by the rounding slack of the others (for upper bounds)
+    top: float  # P(W >= e_K), rounded down
+    bottom_low: float  # P(W < e_0) rounded down (for lower bounds: the slack goes to shift 0 there)
 
 
 def _chi2_cdf(r: int, w: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -136,13 +137,22 @@ def _chi2_sf(r: int, w: NDArray[np.float64]) -> NDArray[np.float64]:
 
 
 def make_buckets(r: int, w_cap: float, quantiles: int) -> Buckets:
-    """Buckets of ``chi^2_r``: ``quantiles`` equal-probability ones in the bulk, geometric ones in the tails."""
+    """Buckets of ``chi^2_r`` from ``w_cap`` up.
+
+    The union of ``quantiles`` equal-probability buckets (fine where the mass is) and
+    ``quantiles`` log-spaced ones between the 1e-10 and 1 - 1e-10 quantiles (a bounded
+    relative width of the shift ``mu_W``, fine where delta is steep in it), plus
+    geometric buckets in the far tails.
+    """
     inner = np.arange(1, quantiles) / quantiles
     bulk = 2.0 * special.gammaincinv(r / 2.0, inner)
-    low_tail = np.geomspace(w_cap, max(bulk[0], w_cap * 1.01), 16) if bulk[0] > w_cap else np.array([w_cap])
-    w_max = 2.0 * special.gammainccinv(r / 2.0, 1e-18)
-    high_tail = np.geomspace(bulk[-1], w_max, 12)
-    edges = np.unique(np.concatenate([[w_cap], low_tail, bulk, high_tail]))
+    w_lo = max(2.0 * float(special.gammaincinv(r / 2.0, 1e-10)), w_cap)
+    w_hi = 2.0 * float(special.gammainccinv(r / 2.0, 1e-10))
+    spread = np.geomspace(w_lo, w_hi, quantiles)
+    low_tail = np.geomspace(w_cap, w_lo, 16) if w_lo > w_cap else np.array([w_cap])
+    w_max = 2.0 * float(special.gammainccinv(r / 2.0, 1e-18))
+    high_tail = np.geomspace(w_hi, w_max, 8)
+    edges = np.unique(np.concatenate([[w_cap], low_tail, bulk, spread, high_tail]))
     edges = edges[edges >= w_cap]
     # Masses: differences of the CDF below the median, of the survival function above
     # (no cancellation in either tail); relative error ~1e-14 each.
@@ -156,7 +166,7 @@ def make_buckets(r: int, w_cap: float, quantiles: int) -> Buckets:
     top = float(sf[-1]) * (1.0 - 1e-12)
     bottom = max(0.0, 1.0 - math.fsum(masses.tolist()) - top)
     bottom = max(bottom, float(cdf[0]))
-    return Buckets(edges=edges, masses=masses, bottom=bottom, top=top)
+    return Buckets(edges=edges, masses=masses, bottom=bottom, top=top, bottom_low=float(cdf[0]) * (1.0 - 1e-12))
 
 
 def cap_for_budget(*, r: int, noise_multiplier: float, budget: float) -> float:
@@ -198,7 +208,7 @@ def shared_step(
     # Lower: bucket k uses its upper edge (steps[k + 1]); the bottom uses e_0; the top is dropped
     # (label -inf: P- and Q-mass of the same outputs, allowed by the data-processing bound).
     lower_steps = [steps[0], *steps[1:]]
-    lower_weights = [b.bottom, *b.masses.tolist()]
+    lower_weights = [b.bottom_low, *b.masses.tolist()]
     if direction == "remove":
         # (1 - q) N(0) + q delta_inf against N(0): +inf with prob q, else loss log(1 - q) <= 0 (to index 0).
         extra_infinity, extra_index, extra_mass = q * b.bottom, 0, (1.0 - q) * b.bottom
@@ -226,15 +236,18 @@ def per_example_step(
     p0 = b.bottom
     rest = np.concatenate([b.masses, [b.top]])
     shifts_up = np.array([_shift(s, r, float(w)) for w in b.edges])
-    total_rest = float(rest.sum())
     rho = q * p0
     q_rest = q * (1.0 - p0) / (1.0 - rho) if rho < 1.0 else 1.0
-    upper = _core.pld.mixture_gaussian_step(1.0, shifts_up, rest / total_rest, q_rest, direction, d,
-                                            _LOG_TAIL, _MAX_CELLS)
-    # Lower: shifts at the upper edges; the bottom bucket at e_0; the top bucket at shift 0.
+    # The law of W given W >= e_0, each mass rounded down, the slack on the largest shift
+    # (a stochastically larger mixing law: still dominating).
+    law = rest / (1.0 - p0) * (1.0 - 1e-12) if p0 < 1.0 else np.zeros_like(rest)
+    law[0] += max(0.0, 1.0 - math.fsum(law.tolist()))
+    upper = _core.pld.mixture_gaussian_step(1.0, shifts_up, law, q_rest, direction, d, _LOG_TAIL, _MAX_CELLS)
+    # Lower: shifts at the upper edges; the bottom bucket at e_0; the top bucket, which also
+    # takes every rounding slack, at shift 0 (a stochastically smaller mixing law: dominated).
     shifts_low = np.concatenate([[shifts_up[0]], shifts_up[1:], [0.0]])
-    weights_low = np.concatenate([[p0], b.masses, [b.top]])
-    weights_low = weights_low / weights_low.sum()
+    top_low = max(0.0, 1.0 - b.bottom_low - math.fsum(b.masses.tolist()))
+    weights_low = np.concatenate([[b.bottom_low], b.masses, [top_low]])
     lower = _core.pld.mixture_gaussian_step(1.0, shifts_low, weights_low, q, direction, d, _LOG_TAIL, _MAX_CELLS)
     if direction == "remove":  # the revealed part: loss +inf; the rest keeps its loss minus |log(1 - rho)| (rounded up)
         return _core.fdp.mix_steps([upper], [1.0 - rho], rho, 0, 0.0, 0.0, [lower], [1.0])

@@ -327,8 +327,9 @@ class TradeoffCurve:
         return grid, np.asarray(self(grid), dtype=np.float64)
 
     def _vertices(self, which: str) -> _Vertices:
-        if self._mu is not None:  # a fine polyline *below* G_mu: tangent lines would be exact; chords lie above
-            raise AssertionError("closed form")
+        if self._mu is not None:  # callers handle the closed form before asking for vertices
+            msg = "a closed-form G_mu curve has no stored vertices"
+            raise RuntimeError(msg)
         v = self._lower if which == "lower" else self._upper
         assert v is not None
         return v
