@@ -248,6 +248,11 @@ class RDPAccountant(Accountant):
     def __init__(self, *, orders: ArrayLike | None = None, conversion: str = "improved") -> None:
         super().__init__()
         self._orders = DEFAULT_ORDERS if orders is None else np.sort(_check.orders(orders))
+        if not np.all(np.isfinite(self._orders)):
+            # Every mechanism here has infinite RDP at order inf, and no conversion uses it:
+            # such a grid could only ever answer epsilon = inf.
+            msg = f"orders must all be finite for an accountant, got {self._orders[-1]!r}; drop the inf order"
+            raise ValueError(msg)
         self._conversion = _check.one_of("conversion", conversion, CONVERSIONS)
         self._rdp_cache: NDArray[np.float64] | None = None
 
