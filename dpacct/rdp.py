@@ -18,7 +18,7 @@ from scipy import optimize
 
 from dpacct import _check, _core
 from dpacct._shape import unwrap
-from dpacct.accountant import Accountant, register_accountant
+from dpacct.accountant import Accountant, NoiseGuide
 from dpacct.mechanisms import GaussianMechanism, Mechanism, PoissonSampledGaussianMechanism
 
 __all__ = [
@@ -211,6 +211,40 @@ def mechanism_rdp(mechanism: Mechanism, orders: NDArray[np.float64]) -> NDArray[
     raise TypeError(msg)
 
 
+def _epsilon_on(orders: NDArray[np.float64], sigma: float, q: float, steps: int, delta: float) -> tuple[float, float]:
+    """Epsilon and optimal order of ``steps`` Poisson-sampled Gaussian steps on ``orders`` (no edge warning)."""
+    acct = RDPAccountant(orders=orders).compose(
+        PoissonSampledGaussianMechanism(noise_multiplier=sigma, sampling_probability=q), steps
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", OrderGridWarning)  # a guide's grid edges do not matter
+        value, order = acct.get_epsilon_and_order(delta)
+    return float(value), float(order)
+
+
+def integer_order_guide(
+    *, sampling_probability: float, steps: int, delta: float, epsilon: float, windowed: bool
+) -> NoiseGuide:
+    """The noise multiplier meeting ``epsilon`` on the integer default orders (an RDP upper bound).
+
+    With ``windowed``, also a search function on the default orders near that
+    solution's optimal order (see :meth:`RDPAccountant.noise_multiplier_guide`).
+    """
+    from dpacct._search import SIGMA_RANGE, smallest_safe
+
+    q, t, d = sampling_probability, steps, delta
+    integer_orders = DEFAULT_ORDERS[DEFAULT_ORDERS == np.floor(DEFAULT_ORDERS)]
+    guide, _ = smallest_safe(lambda s: _epsilon_on(integer_orders, s, q, t, d)[0], epsilon, SIGMA_RANGE, 1e-3,
+                             "noise_multiplier")
+    if not windowed:
+        return NoiseGuide(safe=guide, fallback=guide)
+    _, order = _epsilon_on(DEFAULT_ORDERS, guide, q, t, d)
+    window = DEFAULT_ORDERS[(DEFAULT_ORDERS >= order / 1.5) & (DEFAULT_ORDERS <= order * 1.5)]
+    if window.size == 0:
+        return NoiseGuide(safe=guide, fallback=guide)
+    return NoiseGuide(safe=guide, search_epsilon=lambda s: _epsilon_on(window, s, q, t, d)[0], fallback=guide)
+
+
 def _add_up(total: NDArray[np.float64], count: int, values: NDArray[np.float64]) -> NDArray[np.float64]:
     """``total + count * values`` rounded up: each floating-point operation is nudged one ulp upward."""
     with np.errstate(invalid="ignore"):  # inf * count stays inf; 0 * inf does not occur (count > 0)
@@ -273,6 +307,21 @@ class RDPAccountant(Accountant):
     def _compose(self, mechanism: Mechanism, count: int) -> None:
         mechanism_rdp(mechanism, self._orders)  # computes (and caches) now, so errors surface here
         self._rdp_cache = None
+
+    @classmethod
+    def noise_multiplier_guide(
+        cls, *, sampling_probability: float, steps: int, delta: float, epsilon: float
+    ) -> NoiseGuide | None:
+        """Calibration guide: solve on integer orders, then search with the orders near the optimum.
+
+        Integer orders are a subset of the default grid, so their epsilon is an upper
+        bound on the default-grid epsilon: the noise multiplier they need is ``safe``.
+        The search then uses only the default orders within a factor 1.5 of that
+        solution's optimal order (again a subset: an upper bound), and calibration
+        re-accounts the answer on the full grid.
+        """
+        return integer_order_guide(sampling_probability=sampling_probability, steps=steps, delta=delta,
+                                   epsilon=epsilon, windowed=True)
 
     def step(self, *, noise_multiplier: float, sampling_probability: float, count: int = 1) -> RDPAccountant:
         """Compose ``count`` DP-SGD steps (Poisson rate ``sampling_probability``, add/remove)."""
@@ -392,5 +441,3 @@ class RDPAccountant(Accountant):
             return OptimalOrder(best, best_order)
         return grid
 
-
-register_accountant("rdp", RDPAccountant)

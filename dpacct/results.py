@@ -34,7 +34,7 @@ from numpy.typing import NDArray
 __all__ = ["GUARANTEES", "KINDS", "Interval", "Kind", "Quantity", "Value", "to_json"]
 
 Kind = Literal["upper bound", "lower bound", "exact", "estimate", "heuristic", "conjectured"]
-Quantity = Literal["epsilon", "delta", "rho", "mu", "tpr", "advantage", "tradeoff"]
+Quantity = Literal["epsilon", "delta", "rho", "mu", "tpr", "advantage", "tradeoff", "noise_multiplier"]
 
 #: Every kind, in the order above.
 KINDS: tuple[Kind, ...] = ("upper bound", "lower bound", "exact", "estimate", "heuristic", "conjectured")

@@ -32,8 +32,9 @@ from scipy import optimize
 
 from dpacct import _check, gaussian
 from dpacct._shape import unwrap
-from dpacct.accountant import Accountant, UnsupportedMechanismError, register_accountant
+from dpacct.accountant import Accountant, UnsupportedMechanismError
 from dpacct.mechanisms import GaussianMechanism, Mechanism, PoissonSampledGaussianMechanism
+from dpacct.results import Value
 
 __all__ = [
     "CONVERSIONS",
@@ -465,6 +466,22 @@ class ZCDPAccountant(Accountant):
         """An upper bound on delta for each finite ``epsilon >= 0``; see :func:`rho_to_delta`."""
         return rho_to_delta(rho=self.rho, epsilon=epsilon, conversion=self._conversion)
 
+    @classmethod
+    def heuristic_epsilon(
+        cls, *, noise_multiplier: float, sampling_probability: float, steps: int, delta: float
+    ) -> Value:
+        """Yu et al.'s random-sampling number for Poisson steps: a heuristic, NOT a guarantee.
+
+        Offered where :meth:`compose` refuses Poisson subsampling (no certified zCDP bound
+        exists); callers must opt in (``dpacct epsilon --accountant zcdp --allow-heuristic``).
+        See :func:`random_sampling_epsilon_heuristic`.
+        """
+        r = random_sampling_epsilon_heuristic(noise_multiplier=noise_multiplier,
+                                              sampling_probability=sampling_probability, steps=steps, delta=delta)
+        return Value(value=r.epsilon, quantity="epsilon", kind="heuristic",
+                     method="zCDP random sampling, Yu et al. 2019 (arXiv:1904.02200), Thm 3: not a proven bound",
+                     details={"rho": r.rho, "renyi_order": r.order, "max_renyi_order": r.max_order})
+
     def get_epsilon_details(self, delta: float) -> dict[str, Any]:
         """Epsilon for one delta with rho, the conversion and, for pure Gaussian runs, the exact number."""
         d = _check.delta(delta)
@@ -756,5 +773,3 @@ def _as_real_array(name: str, value: ArrayLike) -> NDArray[np.float64]:
         raise TypeError(msg)
     return np.asarray(array, dtype=np.float64)
 
-
-register_accountant("zcdp", ZCDPAccountant)

@@ -1,0 +1,126 @@
+# Stubs for the compiled module dpacct._core (built from cpp/bindings.cpp and cpp/bindings/*.cpp),
+# kept by hand in this single file so that nothing named `_core` but the extension can be
+# imported (a stub *folder* would make the source tree's `_core` an empty namespace package).
+# Each submodule of the extension is declared here as a class of static functions, which is
+# how mypy sees `_core.rdp.subsampled_gaussian(...)`. tests/test_stubs.py checks every name
+# and parameter against the built module.
+from collections.abc import Sequence
+
+import numpy as np
+from numpy.typing import NDArray
+
+class ablq:
+    @staticmethod
+    def log_event(
+        noise_multiplier: float, steps: float, threshold: NDArray[np.float64]
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]: ...
+    @staticmethod
+    def log_delta_lower(
+        noise_multiplier: float, steps: float, epsilon: NDArray[np.float64]
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]: ...
+    @staticmethod
+    def epsilon_lower(
+        noise_multiplier: float, steps: float, delta: NDArray[np.float64]
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]: ...
+
+
+class gaussian:
+    @staticmethod
+    def log_delta(noise_multiplier: float, epsilon: NDArray[np.float64]) -> NDArray[np.float64]: ...
+    @staticmethod
+    def epsilon(noise_multiplier: float, delta: NDArray[np.float64]) -> NDArray[np.float64]: ...
+
+
+class pld:
+    class Step:
+        @property
+        def discretization(self) -> float: ...
+        @property
+        def has_upper(self) -> bool: ...
+        @property
+        def upper_low(self) -> int: ...
+        @property
+        def label_low(self) -> int: ...
+        @property
+        def log_upper(self) -> NDArray[np.float64]: ...
+        @property
+        def log_p(self) -> NDArray[np.float64]: ...
+        @property
+        def log_q(self) -> NDArray[np.float64]: ...
+        @property
+        def infinity_upper(self) -> float: ...
+        @property
+        def infinity_lower(self) -> float: ...
+        @property
+        def loss_slack(self) -> float: ...
+        @property
+        def mean_abs_loss(self) -> float: ...
+        @property
+        def loss_sd(self) -> float: ...
+        @property
+        def max_abs_loss(self) -> float: ...
+
+    @staticmethod
+    def gaussian_step(
+        noise_multiplier: float, sampling_probability: float, direction: str, discretization: float, log_tail: float,
+        max_cells: int,
+    ) -> pld.Step: ...
+    @staticmethod
+    def laplace_step(
+        noise_multiplier: float, sampling_probability: float, direction: str, discretization: float, log_tail: float,
+        max_cells: int,
+    ) -> pld.Step: ...
+    @staticmethod
+    def mixture_gaussian_step(
+        noise_multiplier: float, sensitivities: NDArray[np.float64], probabilities: NDArray[np.float64],
+        sampling_probability: float, direction: str, discretization: float, log_tail: float, max_cells: int,
+    ) -> pld.Step: ...
+    @staticmethod
+    def finite_step(
+        log_p: NDArray[np.float64], log_q: NDArray[np.float64], sampling_probability: float, direction: str,
+        discretization: float, max_cells: int,
+    ) -> pld.Step: ...
+    @staticmethod
+    def cells_step(
+        log_p: NDArray[np.float64], log_q: NDArray[np.float64], loss_at_edges: NDArray[np.float64] | None,
+        discretization: float, max_cells: int,
+    ) -> pld.Step: ...
+
+    class ComposedPld:
+        def __init__(self, steps: Sequence[pld.Step], counts: Sequence[float], tilt: float, max_size: int) -> None: ...
+        def delta_bounds(self, epsilon: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]: ...
+        def epsilon_bounds(self, delta: float) -> tuple[float, float, bool]: ...
+        @property
+        def window_low(self) -> float: ...
+        @property
+        def window_high(self) -> float: ...
+        @property
+        def discretization(self) -> float: ...
+        @property
+        def size(self) -> int: ...
+        @property
+        def memory_bytes(self) -> int: ...
+
+    @staticmethod
+    def fft(values: NDArray[np.complex128], inverse: bool = False) -> NDArray[np.complex128]: ...
+    @staticmethod
+    def rfft(values: NDArray[np.float64]) -> NDArray[np.complex128]: ...
+    @staticmethod
+    def irfft(spectrum: NDArray[np.complex128]) -> NDArray[np.float64]: ...
+    @staticmethod
+    def fft_error_bound(size: int) -> float: ...
+
+
+class rdp:
+    @staticmethod
+    def subsampled_gaussian(
+        sampling_probability: float, noise_multiplier: float, orders: NDArray[np.float64]
+    ) -> NDArray[np.float64]: ...
+    @staticmethod
+    def epsilon_from_rdp(
+        orders: NDArray[np.float64], rdp: NDArray[np.float64], delta: NDArray[np.float64], conversion: str
+    ) -> tuple[NDArray[np.float64], NDArray[np.int64]]: ...
+    @staticmethod
+    def delta_from_rdp(
+        orders: NDArray[np.float64], rdp: NDArray[np.float64], epsilon: NDArray[np.float64], conversion: str
+    ) -> tuple[NDArray[np.float64], NDArray[np.int64]]: ...
