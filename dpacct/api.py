@@ -35,6 +35,7 @@ from dpacct.run import SAMPLERS, Run
 
 __all__ = [
     "SAMPLERS",
+    "AccountingLimitError",
     "PoissonAssumptionWarning",
     "accountant_for_run",
     "build_accountant",
@@ -48,6 +49,30 @@ __all__ = [
 
 _API_KEYWORDS = ("noise_multiplier", "sampling_probability", "steps", "epochs", "batch_size", "dataset_size",
                  "drop_last", "delta", "epsilon", "accountant", "sampler", "assume_poisson")
+
+
+class AccountingLimitError(ValueError):
+    """An accountant could not compute a valid run (a numerical or memory limit); the message says what to try."""
+
+
+def explain_failure(error: BaseException) -> str:
+    """An accountant's internal failure in words a user can act on (never the C++ message itself)."""
+    text = str(error)
+    if isinstance(error, MemoryError) or any(s in text for s in ("too fine", "loss cells", "max_size", "memory")):
+        return "its grid would need too much memory (very small noise or a very long run)"
+    if any(s in text for s in ("non-finite", "Chernoff", "overflow")):
+        return "its tail bound overflowed (very small noise)"
+    return "it hit a numerical limit"
+
+
+def _query(acct: Accountant, accountant: str, query: Any, value: Any) -> Any:
+    """``query(value)`` with internal failures turned into :class:`AccountingLimitError` (inputs are checked first)."""
+    try:
+        return query(value)
+    except (ValueError, ArithmeticError, RuntimeError, MemoryError) as error:
+        other = "pld" if accountant == "rdp" else "rdp"
+        msg = f"the {accountant} accountant could not compute this run: {explain_failure(error)}; try accountant={other!r}"
+        raise AccountingLimitError(msg) from error
 
 
 class PoissonAssumptionWarning(UserWarning):
@@ -232,7 +257,8 @@ def epsilon(
         batch_size=batch_size, dataset_size=dataset_size, drop_last=drop_last, accountant=accountant,
         sampler=sampler, assume_poisson=assume_poisson, **options,
     )
-    return acct.get_epsilon(d)
+    result: float | NDArray[np.float64] = _query(acct, accountant, acct.get_epsilon, d)
+    return result
 
 
 def delta(
@@ -267,7 +293,8 @@ def delta(
         batch_size=batch_size, dataset_size=dataset_size, drop_last=drop_last, accountant=accountant,
         sampler=sampler, assume_poisson=assume_poisson, **options,
     )
-    return acct.get_delta(e)
+    result: float | NDArray[np.float64] = _query(acct, accountant, acct.get_delta, e)
+    return result
 
 
 def shuffle_lower_bound(run: Run, *, noise_multiplier: float, delta: float | None = None,

@@ -67,3 +67,11 @@ def test_package_metadata_promises_only_what_exists() -> None:
             assert importlib.util.find_spec(f"dpacct.{extra}") is not None, f"extra {extra!r} without dpacct.{extra}"
     if "f-DP" in project["description"]:
         assert importlib.util.find_spec("dpacct.fdp") is not None
+
+
+def test_internal_failures_read_as_advice() -> None:
+    """A run the PLD grid cannot hold raises AccountingLimitError with advice, not the kernel's message."""
+    with pytest.raises(dpacct.api.AccountingLimitError, match="try accountant='rdp'") as info:
+        dpacct.epsilon(noise_multiplier=1e-6, sampling_probability=0.01, steps=1000, delta=1e-5, accountant="pld")
+    assert "discretization" not in str(info.value) and "loss cells" not in str(info.value)
+    assert isinstance(info.value, ValueError)

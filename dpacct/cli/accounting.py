@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from dpacct import _check
 from dpacct.accountant import UnsupportedMechanismError, accountant_factory, available_accountants, make_accountant
-from dpacct.api import SAMPLERS, accountant_for_run, shuffle_lower_bound
+from dpacct.api import SAMPLERS, accountant_for_run, explain_failure, shuffle_lower_bound
 from dpacct.cli._base import CLIError, Command, Notes, add_run_arguments, print_table, run_from_args
 from dpacct.mechanisms import GaussianMechanism, PoissonSampledGaussianMechanism
 from dpacct.results import Value, to_json
@@ -71,13 +71,7 @@ def _add_sigma(parser: argparse.ArgumentParser) -> None:
 
 
 def _reason(error: BaseException) -> str:
-    """An internal failure in words a user can act on (never the C++ message itself)."""
-    text = str(error)
-    if isinstance(error, MemoryError) or any(s in text for s in ("too fine", "loss cells", "max_size", "memory")):
-        return "its grid would need too much memory (very small noise or a very long run)"
-    if any(s in text for s in ("non-finite", "Chernoff", "overflow")):
-        return "its tail bound overflowed (very small noise)"
-    return "it hit a numerical limit"
+    return explain_failure(error)
 
 
 def _with_fallback(compute: Callable[[str], T], accountant: str, explicit: bool, notes: Notes) -> tuple[T, str]:
