@@ -162,7 +162,7 @@ class Accountant(abc.ABC):
 # imported on first use. A new family adds one line: "name": "module:Class".
 _BUILTIN: dict[str, str] = {
     "rdp": "dpacct.rdp:RDPAccountant",
-    "pld": "dpacct.pld:PLDAccountant",
+    "pld": "dpacct.pld.accountant:PLDAccountant",
     "zcdp": "dpacct.zcdp:ZCDPAccountant",
     "gaussian": "dpacct.gaussian:GaussianAccountant",
 }
