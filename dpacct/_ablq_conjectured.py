@@ -214,10 +214,7 @@ class ConjecturedEpsilon:
 
 
 def _steps(value: Any) -> int:
-    n = _check.count("steps", value)
-    if n < 1:
-        msg = f"steps must be an integer >= 1, got {n}"
-        raise ValueError(msg)
+    n = _check.count("steps", value, minimum=1)
     return n
 
 

@@ -139,14 +139,8 @@ def _plds(sigma: float, steps: int, epochs: int) -> tuple[DiscretePLD, DiscreteP
 
 def _validate(noise_multiplier: float, steps: int, epochs: int) -> tuple[float, int, int]:
     sigma = _check.noise_multiplier(noise_multiplier)
-    t = _check.count("steps", steps)
-    e = _check.count("epochs", epochs)
-    if t < 1:
-        msg = f"steps must be an integer >= 1, got {t}"
-        raise ValueError(msg)
-    if e < 1:
-        msg = f"epochs must be an integer >= 1, got {e}"
-        raise ValueError(msg)
+    t = _check.count("steps", steps, minimum=1)
+    e = _check.count("epochs", epochs, minimum=1)
     return sigma, t, e
 
 

@@ -52,6 +52,7 @@ from dpacct._shape import unwrap
 from dpacct.mechanisms import PoissonSampledGaussianMechanism
 from dpacct.pld import PLDAccountant
 from dpacct.rdp import OrderGridWarning, RDPAccountant
+from dpacct.results import Interval, Value
 
 __all__ = [
     "PERMUTATIONS",
@@ -123,6 +124,13 @@ class Bound:
         """The value as a float (only for a scalar value)."""
         return float(np.asarray(self.value))
 
+    def as_value(self) -> Value:
+        """The same number in the shared vocabulary (:class:`dpacct.results.Value`)."""
+        details: dict[str, Any] = {"sampler": self.sampler}
+        if self.threshold is not None:
+            details["threshold"] = self.threshold
+        return Value(value=self.value, quantity=self.quantity, kind=self.kind, method=self.method, details=details)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PoissonBounds:
@@ -132,6 +140,11 @@ class PoissonBounds:
     upper: Bound
     rdp_upper: Bound
 
+    def as_interval(self) -> Interval:
+        """The PLD pair as a certified :class:`dpacct.results.Interval`."""
+        return Interval(lower=self.lower.value, upper=self.upper.value, quantity=self.lower.quantity,
+                        method=self.upper.method, details={"sampler": "poisson"})
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ShuffleInterval:
@@ -140,20 +153,19 @@ class ShuffleInterval:
     lower: Bound
     upper: Bound
 
+    def as_interval(self) -> Interval:
+        """The pair as a certified :class:`dpacct.results.Interval`."""
+        return Interval(lower=self.lower.value, upper=self.upper.value, quantity=self.lower.quantity,
+                        method=f"{self.lower.method}; {self.upper.method}", details={"sampler": "shuffle"})
+
 
 # -- validation ----------------------------------------------------------------------------
 
 
 def _setting(noise_multiplier: Any, steps: Any, epochs: Any) -> tuple[float, int, int]:
     sigma = _check.noise_multiplier(noise_multiplier)
-    t = _check.count("steps", steps)
-    if t < 1:
-        msg = f"steps must be an integer >= 1, got {t}"
-        raise ValueError(msg)
-    e = _check.count("epochs", epochs)
-    if e < 1:
-        msg = f"epochs must be an integer >= 1, got {e}"
-        raise ValueError(msg)
+    t = _check.count("steps", steps, minimum=1)
+    e = _check.count("epochs", epochs, minimum=1)
     return sigma, t, e
 
 
@@ -227,10 +239,7 @@ def epsilon_deterministic(*, noise_multiplier: float, delta: ArrayLike, epochs: 
 
 
 def _epochs(epochs: Any) -> int:
-    e = _check.count("epochs", epochs)
-    if e < 1:
-        msg = f"epochs must be an integer >= 1, got {e}"
-        raise ValueError(msg)
+    e = _check.count("epochs", epochs, minimum=1)
     return e
 
 

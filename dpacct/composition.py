@@ -24,7 +24,7 @@ from scipy import special
 
 from dpacct import _check
 from dpacct._shape import unwrap
-from dpacct.zcdp import _gaussian_rho, random_sampling_epsilon_heuristic, rho_to_epsilon
+from dpacct.zcdp import _gaussian_rho, random_sampling_epsilon_heuristic, epsilon_from_rho
 
 __all__ = [
     "DPD_ACCOUNTINGS",
@@ -349,10 +349,7 @@ class DropoutCalibration:
 def _dpd_inputs(epsilon: Any, delta: Any, steps: Any, sampling_probability: Any) -> tuple[float, float, int, float]:
     eps = _check.positive("epsilon", epsilon)
     d = _check.delta(delta)
-    t = _check.count("steps", steps)
-    if t < 1:
-        msg = f"steps must be an integer >= 1, got {t}"
-        raise ValueError(msg)
+    t = _check.count("steps", steps, minimum=1)
     nu = _check.probability("sampling_probability", sampling_probability)
     if nu == 0.0:
         msg = f"sampling_probability must be in (0, 1], got {nu!r}"
@@ -501,7 +498,7 @@ def dpd_zcdp_noise_multiplier(
         epochs = math.ceil(t * nu - 1e-12 * t * nu)
 
         def epsilon_at(sigma: float) -> float:
-            return float(rho_to_epsilon(rho=epochs * _gaussian_rho(sigma), delta=d, conversion=conversion))
+            return float(epsilon_from_rho(rho=epochs * _gaussian_rho(sigma), delta=d, conversion=conversion))
 
         low, high = 1e-3, 1.0
         while epsilon_at(high) > eps:

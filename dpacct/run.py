@@ -99,10 +99,7 @@ class Run:
         """A run of ``epochs`` passes over ``dataset_size`` records in batches of ``batch_size``."""
         e = _check.positive("epochs", epochs)
         b = _check.count("batch_size", batch_size)
-        n = _check.count("dataset_size", dataset_size)
-        if n < 1:
-            msg = f"dataset_size must be an integer >= 1, got {n}"
-            raise ValueError(msg)
+        n = _check.count("dataset_size", dataset_size, minimum=1)
         if not 1 <= b <= n:
             msg = f"batch_size must be in [1, dataset_size={n}], got {b}"
             raise ValueError(msg)

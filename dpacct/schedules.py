@@ -43,7 +43,6 @@ from numpy.typing import ArrayLike, NDArray
 from dpacct import _check
 from dpacct.accountant import available_accountants, make_accountant
 from dpacct.mechanisms import GaussianMechanism
-from dpacct.zcdp import ZCDPAccountant as _ZCDPAccountant  # noqa: F401  # registers accountant="zcdp"
 
 __all__ = [
     "SCHEDULES",
@@ -127,10 +126,7 @@ def _nonnegative(name: str, value: Any) -> float:
 
 
 def _period(value: Any) -> int:
-    n = _check.count("period", value)
-    if n < 1:
-        msg = f"period must be an integer >= 1, got {n}"
-        raise ValueError(msg)
+    n = _check.count("period", value, minimum=1)
     return n
 
 
@@ -347,10 +343,7 @@ class ValidationBased:
             raise ValueError(msg)
         object.__setattr__(self, "decay", k)
         object.__setattr__(self, "period", _period(self.period))
-        window = _check.count("window", self.window)
-        if window < 1:
-            msg = f"window must be an integer >= 1, got {window}"
-            raise ValueError(msg)
+        window = _check.count("window", self.window, minimum=1)
         object.__setattr__(self, "window", window)
         object.__setattr__(self, "threshold", _nonnegative("threshold", self.threshold))
 
@@ -730,10 +723,7 @@ def solve_decay(
     name = _check.one_of("kind", kind, SCHEDULES[1:])
     _check.positive("initial_noise_multiplier", initial_noise_multiplier)
     rho = _check.positive("rho_total", rho_total)
-    target = _check.count("target_epochs", target_epochs)
-    if target < 1:
-        msg = f"target_epochs must be an integer >= 1, got {target}"
-        raise ValueError(msg)
+    target = _check.count("target_epochs", target_epochs, minimum=1)
     limit = _check.count("max_epochs", max_epochs)
     if target > limit:
         msg = f"target_epochs must be <= max_epochs = {limit}, got {target}"

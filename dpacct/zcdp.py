@@ -22,7 +22,10 @@ number it returns:
 
 from __future__ import annotations
 
+import functools
 import math
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -42,8 +45,11 @@ __all__ = [
     "HeuristicEpsilon",
     "ShuffledEpochs",
     "ZCDPAccountant",
+    "delta_from_rho",
+    "epsilon_from_rho",
     "gaussian_rho",
     "pure_dp_to_rho",
+    "rho_from_pure_dp",
     "random_reshuffling_rho",
     "random_sampling_epsilon_heuristic",
     "rho_to_delta",
@@ -103,7 +109,7 @@ def _gaussian_rho(sigma: float) -> float:
     return _up(_up(0.5 / square))  # one ulp for sigma*sigma, one for the division
 
 
-def pure_dp_to_rho(*, epsilon: float) -> float:
+def rho_from_pure_dp(*, epsilon: float) -> float:
     r"""zCDP parameter implied by pure :math:`\varepsilon`-DP: :math:`\rho = \varepsilon^2/2`.
 
     Parameters
@@ -123,14 +129,14 @@ def pure_dp_to_rho(*, epsilon: float) -> float:
 
     Examples
     --------
-    >>> round(pure_dp_to_rho(epsilon=1.0), 12)
+    >>> round(rho_from_pure_dp(epsilon=1.0), 12)
     0.5
     """
     eps = _check.epsilon(epsilon)
     return _up(0.5 * eps * eps) if eps > 0.0 else 0.0
 
 
-def rho_to_epsilon(*, rho: float, delta: ArrayLike, conversion: str = "rdp") -> float | NDArray[np.float64]:
+def epsilon_from_rho(*, rho: float, delta: ArrayLike, conversion: str = "rdp") -> float | NDArray[np.float64]:
     r"""Convert :math:`\rho`-zCDP to :math:`(\varepsilon, \delta)`-DP.
 
     Parameters
@@ -166,9 +172,9 @@ def rho_to_epsilon(*, rho: float, delta: ArrayLike, conversion: str = "rdp") -> 
 
     Examples
     --------
-    >>> round(rho_to_epsilon(rho=0.5, delta=1e-5, conversion="simple"), 9)
+    >>> round(epsilon_from_rho(rho=0.5, delta=1e-5, conversion="simple"), 9)
     5.298525912
-    >>> round(rho_to_epsilon(rho=0.5, delta=1e-5), 6)
+    >>> round(epsilon_from_rho(rho=0.5, delta=1e-5), 6)
     4.728387
     """
     r = _rho(rho)
@@ -213,7 +219,7 @@ def _epsilon_one(rho: float, delta: float, conversion: str) -> float:
     return max(0.0, min(value, simple))
 
 
-def rho_to_delta(*, rho: float, epsilon: ArrayLike, conversion: str = "rdp") -> float | NDArray[np.float64]:
+def delta_from_rho(*, rho: float, epsilon: ArrayLike, conversion: str = "rdp") -> float | NDArray[np.float64]:
     r"""Convert :math:`\rho`-zCDP to the smallest certified delta at each epsilon.
 
     Parameters
@@ -238,7 +244,7 @@ def rho_to_delta(*, rho: float, epsilon: ArrayLike, conversion: str = "rdp") -> 
 
     Examples
     --------
-    >>> round(rho_to_delta(rho=0.5, epsilon=5.298525912188081, conversion="simple"), 12)
+    >>> round(delta_from_rho(rho=0.5, epsilon=5.298525912188081, conversion="simple"), 12)
     1e-05
     """
     r = _rho(rho)
@@ -301,7 +307,7 @@ class ZCDPAccountant(Accountant):
     Parameters
     ----------
     conversion : {"rdp", "simple"}
-        zCDP to (epsilon, delta) conversion; see :func:`rho_to_epsilon`. The default
+        zCDP to (epsilon, delta) conversion; see :func:`epsilon_from_rho`. The default
         ``"rdp"`` is never larger than ``"simple"``.
 
     Notes
@@ -434,7 +440,7 @@ class ZCDPAccountant(Accountant):
 
         Bun and Steinke, arXiv:1605.02065 (v1), Proposition 1.4.
         """
-        rho = pure_dp_to_rho(epsilon=epsilon)
+        rho = rho_from_pure_dp(epsilon=epsilon)
         n = _check.count("count", count)
         return self._add_direct("pure_dp", rho, n)
 
@@ -459,12 +465,12 @@ class ZCDPAccountant(Accountant):
         return super().__len__() + sum(count for _, _, count in self._direct)
 
     def get_epsilon(self, delta: ArrayLike) -> float | NDArray[np.float64]:
-        """An upper bound on epsilon for each ``delta`` in ``(0, 1)``; see :func:`rho_to_epsilon`."""
-        return rho_to_epsilon(rho=self.rho, delta=delta, conversion=self._conversion)
+        """An upper bound on epsilon for each ``delta`` in ``(0, 1)``; see :func:`epsilon_from_rho`."""
+        return epsilon_from_rho(rho=self.rho, delta=delta, conversion=self._conversion)
 
     def get_delta(self, epsilon: ArrayLike) -> float | NDArray[np.float64]:
-        """An upper bound on delta for each finite ``epsilon >= 0``; see :func:`rho_to_delta`."""
-        return rho_to_delta(rho=self.rho, epsilon=epsilon, conversion=self._conversion)
+        """An upper bound on delta for each finite ``epsilon >= 0``; see :func:`delta_from_rho`."""
+        return delta_from_rho(rho=self.rho, epsilon=epsilon, conversion=self._conversion)
 
     @classmethod
     def heuristic_epsilon(
@@ -616,7 +622,7 @@ def shuffled_epochs_epsilon(
     d = _check.delta(delta)
     kind = _check.one_of("conversion", conversion, CONVERSIONS)
     rho = _up(n * _gaussian_rho(sigma)) if n > 0 else 0.0
-    zcdp_eps = float(rho_to_epsilon(rho=rho, delta=d, conversion=kind))
+    zcdp_eps = float(epsilon_from_rho(rho=rho, delta=d, conversion=kind))
     if n == 0:
         sigma_eff, gauss_eps = math.inf, 0.0
     else:
@@ -773,3 +779,22 @@ def _as_real_array(name: str, value: ArrayLike) -> NDArray[np.float64]:
         raise TypeError(msg)
     return np.asarray(array, dtype=np.float64)
 
+
+
+# -- deprecated names (one naming scheme: conversions are ``<target>_from_<source>``) ----------------
+
+
+def _deprecated(old: str, new: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(new)
+    def alias(*args: Any, **kwargs: Any) -> Any:
+        warnings.warn(f"dpacct.zcdp.{old} is deprecated; use dpacct.zcdp.{new.__name__} (same arguments)",
+                      DeprecationWarning, stacklevel=2)
+        return new(*args, **kwargs)
+
+    alias.__doc__ = f"Deprecated alias of :func:`{new.__name__}`."
+    return alias
+
+
+rho_to_epsilon = _deprecated("rho_to_epsilon", epsilon_from_rho)
+rho_to_delta = _deprecated("rho_to_delta", delta_from_rho)
+pure_dp_to_rho = _deprecated("pure_dp_to_rho", rho_from_pure_dp)

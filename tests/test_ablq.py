@@ -305,7 +305,7 @@ def test_compare_samplers_needs_exactly_one_target() -> None:
     ("kwargs", "error", "message"),
     [
         ({"steps": 0}, ValueError, r"^steps must be an integer >= 1, got 0$"),
-        ({"steps": 2.5}, ValueError, r"^steps must be an integer >= 0, got 2\.5$"),
+        ({"steps": 2.5}, ValueError, r"^steps must be an integer >= 1, got 2\.5$"),
         ({"epochs": 0}, ValueError, r"^epochs must be an integer >= 1, got 0$"),
         ({"noise_multiplier": -1.0}, ValueError, r"^noise_multiplier must be finite and > 0, got -1\.0$"),
         ({"epsilon": -1.0}, ValueError, r"^epsilon must be finite and >= 0, got -1\.0$"),
@@ -424,3 +424,15 @@ def test_conjectured_estimate_is_exported_and_labelled() -> None:
     """The Monte-Carlo estimate under Conjecture 3.2 is reachable from dpacct.ablq and says it is conjectured."""
     r = ablq.delta_shuffle_conjectured_mc(noise_multiplier=1.0, steps=1, epsilon=1.0, samples=2000)
     assert "conjectured" in r.kind and r.lower <= r.estimate <= r.upper
+
+
+def test_bounds_speak_the_shared_vocabulary() -> None:
+    """Each ablq number converts to a results.Value, each pair to a certified results.Interval."""
+    comparison = dpacct.ablq.compare_samplers(noise_multiplier=2.0, steps=100, delta=1e-5)
+    value = comparison.shuffle.lower.as_value()
+    assert value.kind == "lower bound" and value.quantity == "epsilon" and not value.is_guarantee
+    assert float(value) == float(comparison.shuffle.lower) and value.details["sampler"] == "shuffle"
+    interval = comparison.shuffle.as_interval()
+    assert interval.lower <= interval.upper and interval.upper == comparison.shuffle.upper.value
+    lower, upper = comparison.poisson.as_interval()
+    assert lower <= upper

@@ -286,7 +286,7 @@ def test_epsilon_zero_when_delta_above_curve() -> None:
         ({"noise_multiplier": float("nan")}, ValueError, r"^noise_multiplier must be finite and > 0, got nan"),
         ({"noise_multiplier": "1"}, TypeError, r"^noise_multiplier must be a real number, got str"),
         ({"steps": 0}, ValueError, r"^steps must be an integer >= 1, got 0"),
-        ({"steps": 2.5}, ValueError, r"^steps must be an integer >= 0, got 2.5"),
+        ({"steps": 2.5}, ValueError, r"^steps must be an integer >= 1, got 2.5"),
         ({"epsilon": -0.1}, ValueError, r"^epsilon must be finite and >= 0, got -0.1"),
         ({"epsilon": float("inf")}, ValueError, r"^epsilon must be finite and >= 0, got inf"),
         ({"samples": 1}, ValueError, r"^samples must be an integer >= 2, got 1"),

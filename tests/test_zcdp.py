@@ -14,11 +14,11 @@ from dpacct.zcdp import (
     HEURISTIC_KIND,
     ZCDPAccountant,
     gaussian_rho,
-    pure_dp_to_rho,
+    rho_from_pure_dp,
     random_reshuffling_rho,
     random_sampling_epsilon_heuristic,
-    rho_to_delta,
-    rho_to_epsilon,
+    delta_from_rho,
+    epsilon_from_rho,
     shuffled_epochs_epsilon,
 )
 
@@ -72,13 +72,13 @@ def test_gaussian_rho_and_pure_dp_closed_forms() -> None:
     """rho = 1/(2 sigma^2) for the Gaussian and eps^2/2 for pure DP (Bun & Steinke Prop. 1.6, 1.4)."""
     np.testing.assert_allclose(gaussian_rho(noise_multiplier=3.0), 1.0 / 18.0, rtol=RTOL_CLOSED)
     assert gaussian_rho(noise_multiplier=3.0) >= 1.0 / 18.0
-    np.testing.assert_allclose(pure_dp_to_rho(epsilon=0.3), 0.045, rtol=RTOL_CLOSED)
-    assert pure_dp_to_rho(epsilon=0.0) == 0.0
+    np.testing.assert_allclose(rho_from_pure_dp(epsilon=0.3), 0.045, rtol=RTOL_CLOSED)
+    assert rho_from_pure_dp(epsilon=0.0) == 0.0
 
 
 def test_simple_conversion_reference_value() -> None:
     """rho = 0.5, delta = 1e-5 gives 5.298525912188081 (STYLE.md reference; Bun & Steinke Prop. 1.3)."""
-    value = rho_to_epsilon(rho=0.5, delta=1e-5, conversion="simple")
+    value = epsilon_from_rho(rho=0.5, delta=1e-5, conversion="simple")
     np.testing.assert_allclose(value, 5.298525912188081, rtol=RTOL_CLOSED)
     assert value >= 5.298525912188081
 
@@ -87,23 +87,23 @@ def test_simple_conversion_reference_value() -> None:
 @pytest.mark.parametrize("delta", [1e-12, 1e-5, 0.1])
 def test_rdp_conversion_is_the_exact_minimum(rho: float, delta: float) -> None:
     """The default conversion equals the mpmath minimum over alpha (from above) and is <= the simple one."""
-    value = rho_to_epsilon(rho=rho, delta=delta)
+    value = epsilon_from_rho(rho=rho, delta=delta)
     reference = float(mp_rdp_conversion_min(rho, delta))
     assert value >= max(reference, 0.0)  # a negative minimum still certifies epsilon = 0
     np.testing.assert_allclose(value, max(reference, 0.0), rtol=RTOL_MINIMUM, atol=1e-15)
-    assert value <= rho_to_epsilon(rho=rho, delta=delta, conversion="simple")
+    assert value <= epsilon_from_rho(rho=rho, delta=delta, conversion="simple")
 
 
 @pytest.mark.parametrize(("rho", "epsilon"), [(0.01, 0.5), (0.5, 3.0), (0.5, 8.0), (5.0, 20.0)])
 def test_rdp_delta_is_the_exact_minimum(rho: float, epsilon: float) -> None:
     """get_delta's RDP conversion equals the mpmath minimum over alpha and is <= the simple delta."""
-    value = rho_to_delta(rho=rho, epsilon=epsilon)
+    value = delta_from_rho(rho=rho, epsilon=epsilon)
     reference = float(mp_rdp_delta_min(rho, epsilon))
     assert value >= reference
     np.testing.assert_allclose(value, reference, rtol=RTOL_MINIMUM)
     simple = math.exp(-((epsilon - rho) ** 2) / (4 * rho))
-    assert value <= rho_to_delta(rho=rho, epsilon=epsilon, conversion="simple")
-    np.testing.assert_allclose(rho_to_delta(rho=rho, epsilon=epsilon, conversion="simple"), simple, rtol=RTOL_CLOSED)
+    assert value <= delta_from_rho(rho=rho, epsilon=epsilon, conversion="simple")
+    np.testing.assert_allclose(delta_from_rho(rho=rho, epsilon=epsilon, conversion="simple"), simple, rtol=RTOL_CLOSED)
 
 
 def test_zcdp_bounds_the_exact_gaussian_curve() -> None:
@@ -240,11 +240,11 @@ def test_heuristic_refuses_outside_validity() -> None:
 @given(rho=st.floats(1e-8, 1e3), delta=st.floats(1e-15, 0.5), factor=st.floats(1.0, 10.0))
 def test_conversion_properties(rho: float, delta: float, factor: float) -> None:
     """Epsilon is >= 0, <= the simple value, increasing in rho and decreasing in delta; round trip holds."""
-    eps = rho_to_epsilon(rho=rho, delta=delta)
-    assert 0.0 <= eps <= rho_to_epsilon(rho=rho, delta=delta, conversion="simple")
-    assert rho_to_epsilon(rho=rho * factor, delta=delta) >= eps
-    assert rho_to_epsilon(rho=rho, delta=min(delta * factor, 0.9)) <= eps
-    assert rho_to_delta(rho=rho, epsilon=eps) <= delta * (1 + 1e-9)
+    eps = epsilon_from_rho(rho=rho, delta=delta)
+    assert 0.0 <= eps <= epsilon_from_rho(rho=rho, delta=delta, conversion="simple")
+    assert epsilon_from_rho(rho=rho * factor, delta=delta) >= eps
+    assert epsilon_from_rho(rho=rho, delta=min(delta * factor, 0.9)) <= eps
+    assert delta_from_rho(rho=rho, epsilon=eps) <= delta * (1 + 1e-9)
 
 
 @given(sigma=st.floats(0.1, 100.0), k=st.integers(1, 10_000))
@@ -252,3 +252,15 @@ def test_composition_is_additive(sigma: float, k: int) -> None:
     """Composing k Gaussians at once equals k times one Gaussian's rho (to rounding)."""
     bulk = ZCDPAccountant().compose(GaussianMechanism(noise_multiplier=sigma), k).rho
     np.testing.assert_allclose(bulk, k * gaussian_rho(noise_multiplier=sigma), rtol=1e-14)
+
+
+def test_deprecated_conversion_names_still_work_and_warn() -> None:
+    """The former rho_to_epsilon / rho_to_delta / pure_dp_to_rho keep working with a DeprecationWarning."""
+    from dpacct import zcdp
+
+    with pytest.deprecated_call(match="use dpacct.zcdp.epsilon_from_rho"):
+        assert zcdp.rho_to_epsilon(rho=0.5, delta=1e-5) == zcdp.epsilon_from_rho(rho=0.5, delta=1e-5)
+    with pytest.deprecated_call(match="delta_from_rho"):
+        assert zcdp.rho_to_delta(rho=0.5, epsilon=3.0) == zcdp.delta_from_rho(rho=0.5, epsilon=3.0)
+    with pytest.deprecated_call(match="rho_from_pure_dp"):
+        assert zcdp.pure_dp_to_rho(epsilon=1.0) == zcdp.rho_from_pure_dp(epsilon=1.0)
