@@ -161,9 +161,9 @@ class Accountant(abc.ABC):
 # The built-in accountants, listed here (not registered by import side effects) and
 # imported on first use. A new family adds one line: "name": "module:Class".
 _BUILTIN: dict[str, str] = {
-    "rdp": "dpacct.rdp:RDPAccountant",
+    "rdp": "dpacct.rdp.accountant:RDPAccountant",
     "pld": "dpacct.pld.accountant:PLDAccountant",
-    "zcdp": "dpacct.zcdp:ZCDPAccountant",
+    "zcdp": "dpacct.zcdp.accountant:ZCDPAccountant",
     "gaussian": "dpacct.gaussian:GaussianAccountant",
 }
 _REGISTRY: dict[str, Callable[..., Accountant]] = {}
@@ -234,7 +234,7 @@ def accountant_factory(name: str) -> Callable[..., Accountant]:
 
 # Guides offered for an accountant from outside its class (the PLD engine is kept apart
 # from its calibration guide). A new family with a guide defines it on its class instead.
-_BUILTIN_GUIDES: dict[str, str] = {"pld": "dpacct._pld_guide:noise_multiplier_guide"}
+_BUILTIN_GUIDES: dict[str, str] = {"pld": "dpacct.pld.guide:noise_multiplier_guide"}
 _GUIDES: dict[str, Callable[..., NoiseGuide | None]] = {}
 
 

@@ -24,7 +24,8 @@ from scipy import special
 
 from dpacct import _check
 from dpacct._shape import unwrap
-from dpacct.zcdp import _gaussian_rho, random_sampling_epsilon_heuristic, epsilon_from_rho
+from dpacct.zcdp.conversions import _gaussian_rho, epsilon_from_rho
+from dpacct.zcdp.training import random_sampling_epsilon_heuristic
 
 __all__ = [
     "DPD_ACCOUNTINGS",
