@@ -15,8 +15,8 @@ except ImportError as error:  # pragma: no cover - exercised only on a broken in
     raise ImportError(msg) from error
 
 from dpacct import gaussian, pld, rdp
-from dpacct import ablq
-from dpacct.ablq import compare_samplers
+from dpacct import ablq, samplers
+from dpacct.samplers import compare_run, compare_samplers
 from dpacct import composition, schedules, zcdp
 from dpacct.accountant import (
     Accountant,
@@ -55,6 +55,7 @@ __all__ = [
     "available_accountants",
     "build_accountant",
     "calibrate",
+    "compare_run",
     "compare_samplers",
     "composition",
     "delta",
@@ -64,6 +65,7 @@ __all__ = [
     "pld",
     "rdp",
     "register_accountant",
+    "samplers",
     "schedules",
     "zcdp",
 ]

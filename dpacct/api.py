@@ -311,7 +311,7 @@ def shuffle_lower_bound(run: Run, *, noise_multiplier: float, delta: float | Non
     (float, str)
         The lower bound and how it was computed.
     """
-    from dpacct import ablq  # local: ablq imports the accountants, keep api light
+    from dpacct import samplers as ablq  # local: samplers import the accountants, keep api light
 
     sigma = _check.noise_multiplier(noise_multiplier)
     batches = run.lower_bound_batches_per_epoch()

@@ -396,7 +396,7 @@ def test_calibrate_every_sampler(sampler: str) -> None:
 
 def test_fresh_permutation_is_the_default_for_several_epochs() -> None:
     """With E > 1 the default is a fresh permutation per epoch: the max-statistic PLD bound, below deterministic."""
-    from dpacct._ablq_fresh import delta_shuffle_lower_fresh
+    from dpacct.samplers.shuffle_fresh import delta_shuffle_lower_fresh
 
 
     fresh = ablq.delta_shuffle_lower(noise_multiplier=1.2, steps=1000, epsilon=2.0, epochs=4)

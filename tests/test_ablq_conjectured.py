@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from scipy import optimize, special
 
 from dpacct import gaussian
-from dpacct._ablq_conjectured import (
+from dpacct.samplers.conjectured import (
     KIND,
     ConjecturedEstimate,
     delta_shuffle_conjectured_mc,

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from scipy.special import log_ndtr
 
 from dpacct import gaussian
-from dpacct._ablq_fresh import delta_shuffle_lower_fresh, epsilon_shuffle_lower_fresh
+from dpacct.samplers.shuffle_fresh import delta_shuffle_lower_fresh, epsilon_shuffle_lower_fresh
 
 # The bound rounds each bucket's loss down by < D = 1e-4 (the default grid for E = 1),
 # so it dominates every test on the max statistic at epsilon + D rather than at epsilon.

@@ -325,7 +325,7 @@ def test_compare_plot_checks_matplotlib_before_computing(capsys: pytest.CaptureF
     """Without matplotlib, --plot fails at once with the install hint, before any sweep."""
     import importlib.util
 
-    import dpacct.compare
+    import dpacct.samplers.run_comparison
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
@@ -334,7 +334,7 @@ def test_compare_plot_checks_matplotlib_before_computing(capsys: pytest.CaptureF
     def no_compute(**_: object) -> None:
         raise AssertionError("computed before checking matplotlib")
 
-    monkeypatch.setattr(dpacct.compare, "compare_run", no_compute)
+    monkeypatch.setattr(dpacct.samplers.run_comparison, "compare_run", no_compute)
     code = main(["compare", "--sigma", "1", "--q", "0.01", "--steps", "100", "--delta", "1e-5",
                  "--plot", str(tmp_path / "x.png")])
     assert code == 2 and "--plot needs matplotlib: pip install 'dpacct[plot]'" in capsys.readouterr().err

@@ -38,7 +38,7 @@ def _keywords(run: Run) -> dict[str, Any]:
 
 
 def _run(args: argparse.Namespace, notes: Notes) -> dict[str, Any]:
-    from dpacct.compare import compare_run
+    from dpacct.samplers.run_comparison import compare_run
 
     sigma = _check.noise_multiplier(args.noise_multiplier)
     if args.plot is not None:  # check the dependency and the sweep before computing anything
@@ -112,8 +112,8 @@ def _plot(args: argparse.Namespace, sigma: float, run: Run) -> str:
     """Sweep sigma (or epsilon) for the run and draw the three samplers like Figures 1/3 of Chua et al. 2024."""
     import numpy as np
 
-    from dpacct.ablq import SamplerSweep, plot_samplers
-    from dpacct.compare import compare_run
+    from dpacct.samplers import SamplerSweep, plot_samplers
+    from dpacct.samplers.run_comparison import compare_run
 
     points = int(args.points)
     tick = _progress(points, "compare sweep")

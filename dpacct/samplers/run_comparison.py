@@ -102,7 +102,7 @@ def compare_run(
         The run, as in :func:`dpacct.epsilon` (``steps`` is the total number of steps).
     permutation : {"fresh", "same"}
         Shuffled batches over several epochs: a new permutation each epoch (default) or
-        one reused (see :func:`dpacct.ablq.delta_shuffle_lower`).
+        one reused (see :func:`dpacct.samplers.delta_shuffle_lower`).
 
     Returns
     -------
@@ -116,7 +116,8 @@ def compare_run(
     >>> [(s, v.kind) for s, v in c.rows][:2]
     [('deterministic', 'exact'), ('poisson', 'lower bound')]
     """
-    from dpacct.ablq import PERMUTATIONS, delta_shuffle_lower, epsilon_shuffle_lower
+    from dpacct.samplers.bounds import PERMUTATIONS
+    from dpacct.samplers.shuffle import delta_shuffle_lower, epsilon_shuffle_lower
     from dpacct.mechanisms import PoissonSampledGaussianMechanism
     from dpacct.pld import PLDAccountant
     from dpacct.rdp import OrderGridWarning, RDPAccountant
@@ -139,7 +140,7 @@ def compare_run(
                                                 neighboring_relation="zero_out")
     rdp = RDPAccountant().compose(mechanism, t if q > 0 else 0)
     # Delta queries set the PLD grid from the delta target; 0.02 gives the same bounds as the
-    # default there several times faster (as dpacct.ablq.delta_poisson_bounds does).
+    # default there several times faster (as dpacct.samplers.delta_poisson_bounds does).
     pld = PLDAccountant(relative_accuracy=0.005 if quantity == "epsilon" else 0.02).compose(mechanism, t if q > 0 else 0)
     p_method = f"{t} steps at q={q:.6g}"
     batches, full = run.lower_bound_batches_per_epoch(), run.full_epochs()
