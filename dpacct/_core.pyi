@@ -1,4 +1,4 @@
-# Stubs for the compiled module dpacct._core (built from cpp/bindings.cpp and cpp/bindings/*.cpp),
+# Stubs for the compiled module dpacct._core (built from cpp/bindings/*.cpp),
 # kept by hand in this single file so that nothing named `_core` but the extension can be
 # imported (a stub *folder* would make the source tree's `_core` an empty namespace package).
 # Each submodule of the extension is declared here as a class of static functions, which is
@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-class ablq:
+class samplers:
     @staticmethod
     def log_event(
         noise_multiplier: float, steps: float, threshold: NDArray[np.float64]

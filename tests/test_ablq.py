@@ -121,7 +121,7 @@ def test_poisson_epsilon_bounds_certified_and_ordered() -> None:
 )
 def test_event_probabilities_match_mpmath(sigma: float, steps: int, c: float) -> None:
     """log P_S(E_C) and log Q_S(E_C) agree with 500-digit mpmath, including where P, Q are far below 1e-300."""
-    log_p, log_q = _core.ablq.log_event(sigma, float(steps), np.array([c]))
+    log_p, log_q = _core.samplers.log_event(sigma, float(steps), np.array([c]))
     ref_p, ref_q = mp_log_event(sigma, steps, c)
     np.testing.assert_allclose(log_p[0], ref_p, rtol=RTOL_EVENT)
     np.testing.assert_allclose(log_q[0], ref_q, rtol=RTOL_EVENT)
@@ -129,7 +129,7 @@ def test_event_probabilities_match_mpmath(sigma: float, steps: int, c: float) ->
 
 def test_event_probabilities_far_tail_stay_finite() -> None:
     """At C = 1000 (P ~ e^-3e6) the logs are finite, where 1 - Phi(a) Phi(c)^(T-1) would round to 0."""
-    log_p, log_q = _core.ablq.log_event(0.4, 1e7, np.array([1000.0]))
+    log_p, log_q = _core.samplers.log_event(0.4, 1e7, np.array([1000.0]))
     assert np.isfinite(log_p[0]) and np.isfinite(log_q[0]) and log_p[0] > log_q[0]
     # Leading term of the Gaussian tail: log Phi(-x) ~ -x^2/2 - log(x sqrt(2 pi)), x = (C - 2)/sigma.
     x = 998.0 / 0.4
@@ -264,7 +264,7 @@ def test_epsilon_sweep_is_fast() -> None:
     times = []
     for _ in range(20):
         start = time.perf_counter()
-        _core.ablq.epsilon_lower(0.4, 1e5, np.array([1e-6]))
+        _core.samplers.epsilon_lower(0.4, 1e5, np.array([1e-6]))
         times.append(time.perf_counter() - start)
     assert float(np.median(times)) < 0.02
 
@@ -324,11 +324,11 @@ def test_shuffle_lower_rejects(kwargs: dict[str, object], error: type[Exception]
 def test_core_rejects_bad_input() -> None:
     """The C++ kernel validates its own input with the project's message format."""
     with pytest.raises(ValueError, match=r"^steps must be finite and >= 1, got 0\.5$"):
-        _core.ablq.log_delta_lower(1.0, 0.5, np.array([1.0]))
+        _core.samplers.log_delta_lower(1.0, 0.5, np.array([1.0]))
     with pytest.raises(ValueError, match=r"^delta must be in \(0, 1\), got 0$"):
-        _core.ablq.epsilon_lower(1.0, 10.0, np.array([0.0]))
+        _core.samplers.epsilon_lower(1.0, 10.0, np.array([0.0]))
     with pytest.raises(ValueError, match=r"^threshold must be finite, got inf$"):
-        _core.ablq.log_event(1.0, 10.0, np.array([math.inf]))
+        _core.samplers.log_event(1.0, 10.0, np.array([math.inf]))
 
 
 # -- the sampler-aware one-call API ----------------------------------------------------------------

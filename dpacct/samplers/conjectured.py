@@ -537,7 +537,7 @@ def _certified_range(sigma: float, steps: int, epsilon: float, forward: bool) ->
     high = float(gaussian.delta_for_epsilon(noise_multiplier=sigma, epsilon=epsilon))
     if not forward:  # the threshold events bound the (P_S, Q_S) direction only
         return 0.0, high
-    log_low, _ = _core.ablq.log_delta_lower(sigma, float(steps), np.array([epsilon]))
+    log_low, _ = _core.samplers.log_delta_lower(sigma, float(steps), np.array([epsilon]))
     with np.errstate(under="ignore"):  # a lower bound that underflows to 0 is still one
         low = float(np.exp(log_low[0]))
     return min(low, high), high

@@ -121,7 +121,7 @@ def delta_shuffle_lower(
         return Bound(value=fresh, quantity="delta", kind="lower bound", sampler="shuffle",
                      method=_FRESH_METHOD.format(steps=t, epochs=e))
     s = _shuffle_sigma(sigma, e, permutation)
-    log_delta, threshold = _core.ablq.log_delta_lower(s, float(t), eps)
+    log_delta, threshold = _core.samplers.log_delta_lower(s, float(t), eps)
     with np.errstate(under="ignore"):  # exp(log delta) may underflow to 0: still a lower bound
         value = np.exp(log_delta)
     return Bound(value=unwrap(value), quantity="delta", kind="lower bound", sampler="shuffle",
@@ -162,7 +162,7 @@ def epsilon_shuffle_lower(
         return Bound(value=fresh, quantity="epsilon", kind="lower bound", sampler="shuffle",
                      method=_FRESH_METHOD.format(steps=t, epochs=e))
     s = _shuffle_sigma(sigma, e, permutation)
-    value, threshold = _core.ablq.epsilon_lower(s, float(t), d)
+    value, threshold = _core.samplers.epsilon_lower(s, float(t), d)
     return Bound(value=unwrap(value), quantity="epsilon", kind="lower bound", sampler="shuffle",
                  method=_shuffle_method(t, e, permutation), threshold=unwrap(threshold))
 
