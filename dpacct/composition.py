@@ -399,7 +399,7 @@ def dpd_ac_noise_multiplier(
     :math:`\varepsilon_0 = \log(1 + (e^{\varepsilon_s}-1)/\nu)`,
     :math:`\delta_0 = (1-f)\delta/(T\nu)`, and calibrate the Gaussian classically,
     :math:`\sigma = \sqrt{2\log(1.25/\delta_0)}/\varepsilon_0` (valid for
-    :math:`\varepsilon_0 < 1`). SPEC 3; B. Ermiş and A. T. Cemgil, "Differentially
+    :math:`\varepsilon_0 < 1`). B. Ermiş and A. T. Cemgil, "Differentially
     Private Dropout", arXiv:1712.01665.
 
     Examples
@@ -485,7 +485,7 @@ def dpd_zcdp_noise_multiplier(
     Notes
     -----
     zCDP cannot express amplification by Poisson subsampling with a certified
-    bound, which is why the accounting must be named. SPEC 3; B. Ermiş and
+    bound, which is why the accounting must be named. B. Ermiş and
     A. T. Cemgil, "Differentially Private Dropout", arXiv:1712.01665.
 
     Examples
@@ -712,7 +712,7 @@ def dropout_rates(*, noise_multiplier: float, clip_norm: float, weights: ArrayLi
     Gaussian dropout with rate p multiplies a weight by noise of variance
     :math:`a = p/(1-p)`; DPD's update noise :math:`N(0, (2C\sigma)^2)` equals the
     multiplicative noise :math:`a_{ij}\theta_{ij}^2` for :math:`a_{ij} = (2C\sigma)^2/\theta_{ij}^2`,
-    so :math:`p_{ij} = (2C\sigma)^2 / ((2C\sigma)^2 + \theta_{ij}^2)` (SPEC 3; Ermiş & Cemgil).
+    so :math:`p_{ij} = (2C\sigma)^2 / ((2C\sigma)^2 + \theta_{ij}^2)` (Ermiş & Cemgil, arXiv:1712.01665).
 
     Examples
     --------

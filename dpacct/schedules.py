@@ -482,7 +482,7 @@ def allocate_budget(
     Notes
     -----
     Epoch :math:`t` costs :math:`1/(2\sigma_t^2)` (random-reshuffling accounting, Yu et
-    al. 2019, Thm 2; SPEC 2.5). The decision "does the total after epoch n exceed the
+    al. 2019, Thm 2). The decision "does the total after epoch n exceed the
     budget" is exact for the floating-point :math:`\sigma_t` the schedule returns: the
     running sum is computed in floating point with a bound on its rounding error, and
     any epoch within that bound of the budget is decided in exact rational arithmetic

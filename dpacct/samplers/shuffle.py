@@ -175,7 +175,7 @@ def _shuffle_method(steps: int, epochs: int, permutation: str) -> str:
 def delta_shuffle_upper(*, noise_multiplier: float, steps: int, epsilon: ArrayLike, epochs: int = 1) -> Bound:
     """A certified upper bound on delta(epsilon) of ABLQ with shuffled batches.
 
-    Shuffling never does worse than deterministic batches (SPEC §7; Chua et al. 2024):
+    Shuffling never does worse than deterministic batches (Chua et al. 2024, arXiv:2403.17673):
     the deterministic curve with ``noise_multiplier / sqrt(E)`` bounds it from above for
     any permutation scheme. ``steps`` is validated but does not enter the bound.
 

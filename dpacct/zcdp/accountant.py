@@ -204,7 +204,7 @@ class ZCDPAccountant(Accountant):
         :math:`\varepsilon^2/2` of a generic :math:`\varepsilon`-DP mechanism
         (M. Cesar and R. Rogers, "Bounding, Concentrating, and Truncating: Unifying
         Privacy Loss Composition for Data Analytics", ALT 2021, arXiv:2004.07223,
-        Section 3, bounded-range mechanisms; also SPEC 2.1).
+        Section 3, bounded-range mechanisms).
         """
         eps = _check.epsilon(epsilon)
         n = _check.count("count", count)

@@ -53,8 +53,8 @@ def random_reshuffling_rho(epochs: ArrayLike | list[ArrayLike]) -> float:
     -----
     The batches of an epoch are disjoint, so each record is touched by at most one
     step of the epoch (parallel composition): the epoch is
-    :math:`(\max_i \rho_i)`-zCDP, and epochs compose additively (Yu et al. 2019, Thm 2;
-    SPEC 2.3). Adjacency: zero-out, or add/remove with the partition into batches
+    :math:`(\max_i \rho_i)`-zCDP, and epochs compose additively (Yu et al. 2019, Thm 2).
+    Adjacency: zero-out, or add/remove with the partition into batches
     fixed; sensitivity = the clipping norm.
 
     References
@@ -136,7 +136,7 @@ def shuffled_epochs_epsilon(
         ``zcdp_epsilon``: an upper bound, looser. ``gaussian_epsilon``: the exact
         epsilon of the Gaussian with :math:`\sigma/\sqrt{E}`, which is exact for
         deterministic batches and an upper bound for shuffled batches (shuffling never
-        does worse than deterministic batching; Chua et al., ICML 2024, SPEC 2.3 and 7).
+        does worse than deterministic batching; Chua et al., ICML 2024, arXiv:2403.17673).
         Adjacency: zero-out (sensitivity = clipping norm).
 
     Examples
@@ -213,7 +213,8 @@ def random_sampling_epsilon_heuristic(
     :math:`\varepsilon = \hat\rho + 2\sqrt{\hat\rho\log(1/\delta)}` when
     :math:`\delta \ge e^{-\hat\rho(u-1)^2}` (the optimal order
     :math:`1 + \sqrt{\log(1/\delta)/\hat\rho}` is then at most u), else
-    :math:`\varepsilon = \hat\rho u - \log\delta/(u-1)` (SPEC 2.4).
+    :math:`\varepsilon = \hat\rho u - \log\delta/(u-1)` (Yu et al. 2019, arXiv:1904.02200, Thm 3 with
+    Mironov's RDP conversion).
 
     References
     ----------
