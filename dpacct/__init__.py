@@ -17,7 +17,7 @@ except ImportError as error:  # pragma: no cover - exercised only on a broken in
 from dpacct import gaussian, pld, rdp
 from dpacct import ablq, samplers
 from dpacct.samplers import compare_run, compare_samplers
-from dpacct import composition, schedules, zcdp
+from dpacct import composition, dropout, schedules, zcdp
 from dpacct.accountant import (
     Accountant,
     UnsupportedMechanismError,
@@ -59,6 +59,7 @@ __all__ = [
     "compare_samplers",
     "composition",
     "delta",
+    "dropout",
     "epsilon",
     "gaussian",
     "make_accountant",

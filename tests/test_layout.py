@@ -28,6 +28,8 @@ PATHS = [
     ("dpacct.api", "build_accountant"),
     ("dpacct.calibration", "calibrate"),
     ("dpacct.composition", "dpd_ac_noise_multiplier"),
+    ("dpacct.composition", "dropout_rates"),
+    ("dpacct.dropout", "dpd_paper_noise_multiplier"),
     ("dpacct.schedules", "allocate_budget"),
 ]
 
