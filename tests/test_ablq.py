@@ -436,3 +436,14 @@ def test_bounds_speak_the_shared_vocabulary() -> None:
     assert interval.lower <= interval.upper and interval.upper == comparison.shuffle.upper.value
     lower, upper = comparison.poisson.as_interval()
     assert lower <= upper
+
+
+def test_a_bound_is_a_value() -> None:
+    """ablq/samplers.Bound is a results.Value: to_json and is_guarantee work on it directly."""
+    from dpacct.results import Value, to_json
+
+    bound = dpacct.samplers.epsilon_deterministic(noise_multiplier=1.0, delta=1e-5)
+    assert isinstance(bound, Value) and bound.is_guarantee and bound.kind == "exact"
+    assert to_json(bound)["value"] == float(bound) and to_json(bound)["kind"] == "exact"
+    lower = dpacct.samplers.epsilon_shuffle_lower(noise_multiplier=1.0, steps=100, delta=1e-5)
+    assert not lower.is_guarantee

@@ -45,8 +45,8 @@ _ADJACENCY: Literal["zero_out"] = "zero_out"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Bound:
-    """One number about a sampler's privacy curve, with what kind of number it is.
+class Bound(Value):
+    """One number about a sampler's privacy curve: a :class:`dpacct.results.Value` that names its sampler.
 
     Attributes
     ----------
@@ -58,29 +58,21 @@ class Bound:
         ``"upper bound"``: the run is (epsilon, delta)-DP with this value (certified).
         ``"lower bound"``: the run is *not* DP with any smaller value.
         ``"exact"``: the privacy curve itself (up to rounding, toward safety).
-    sampler : str
-        ``"deterministic"``, ``"poisson"`` or ``"shuffle"``.
     method : str
         How the number was computed.
+    sampler : str
+        ``"deterministic"``, ``"poisson"`` or ``"shuffle"``.
     threshold : float or ndarray or None
         For the shuffle lower bound, the maximising ``C`` of the event
         ``max_t w_t >= C`` (NaN where no ``C`` gives a positive bound); otherwise None.
     """
 
-    value: float | NDArray[np.float64]
-    quantity: Quantity
-    kind: Kind
     sampler: str
-    method: str
     threshold: float | NDArray[np.float64] | None = None
 
-    def __float__(self) -> float:
-        """The value as a float (only for a scalar value)."""
-        return float(np.asarray(self.value))
-
     def as_value(self) -> Value:
-        """The same number in the shared vocabulary (:class:`dpacct.results.Value`)."""
-        details: dict[str, Any] = {"sampler": self.sampler}
+        """The same number as a plain :class:`dpacct.results.Value` (sampler and threshold in ``details``)."""
+        details: dict[str, Any] = {**self.details, "sampler": self.sampler}
         if self.threshold is not None:
             details["threshold"] = self.threshold
         return Value(value=self.value, quantity=self.quantity, kind=self.kind, method=self.method, details=details)
