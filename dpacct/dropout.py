@@ -18,6 +18,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from dpacct import _check
 from dpacct._shape import unwrap
+from dpacct.results import Kind, Value
 from dpacct.composition import _UP, classical_gaussian_noise_multiplier
 from dpacct.zcdp.conversions import _gaussian_rho, epsilon_from_rho
 from dpacct.zcdp.training import random_sampling_epsilon_heuristic
@@ -50,6 +51,17 @@ class DropoutCalibration:
     epsilon: float
     delta: float
     details: dict[str, float] = field(default_factory=dict)
+
+    def as_value(self) -> Value:
+        """The noise multiplier in the shared vocabulary.
+
+        ``"exact"``-style certainty does not apply to a calibration: a certified one is the
+        safe end of its search (kind ``"upper bound"``, more noise than needed at most);
+        the heuristic and the paper's procedure are ``"heuristic"``.
+        """
+        kind: Kind = "upper bound" if self.kind == "certified" else "heuristic"
+        return Value(value=self.noise_multiplier, quantity="noise_multiplier", kind=kind,
+                     method=f"{self.method}, {self.accounting}: {self.kind}", details=dict(self.details))
 
 
 def _dpd_inputs(epsilon: Any, delta: Any, steps: Any, sampling_probability: Any) -> tuple[float, float, int, float]:

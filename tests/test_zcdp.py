@@ -264,3 +264,19 @@ def test_deprecated_conversion_names_still_work_and_warn() -> None:
         assert zcdp.rho_to_delta(rho=0.5, epsilon=3.0) == zcdp.delta_from_rho(rho=0.5, epsilon=3.0)
     with pytest.deprecated_call(match="rho_from_pure_dp"):
         assert zcdp.pure_dp_to_rho(epsilon=1.0) == zcdp.rho_from_pure_dp(epsilon=1.0)
+
+
+def test_results_speak_the_shared_vocabulary() -> None:
+    """zCDP and DP-dropout results convert to results.Value with a kind from the shared list."""
+    from dpacct import dropout, zcdp
+
+    r = zcdp.shuffled_epochs_epsilon(noise_multiplier=6.0, epochs=400, delta=1e-5)
+    zc, exact = r.values()
+    assert zc.kind == exact.kind == "upper bound" and float(exact) == r.gaussian_epsilon <= float(zc)
+    h = zcdp.random_sampling_epsilon_heuristic(noise_multiplier=4.0, sampling_probability=0.01, steps=10, delta=1e-5)
+    assert h.as_value().kind == "heuristic" and not h.as_value().is_guarantee
+    paper = dropout.dpd_paper_noise_multiplier(epsilon=0.5, delta=1e-4, epochs=200, sampling_probability=0.01,
+                                               method="DPD-zCDP")
+    assert paper.as_value().kind == "heuristic" and "NOT a guarantee" in paper.as_value().method
+    sound = dropout.dpd_ac_noise_multiplier(epsilon=1.0, delta=1e-5, steps=1000, sampling_probability=0.01)
+    assert sound.as_value().kind == "upper bound" and sound.as_value().quantity == "noise_multiplier"

@@ -15,6 +15,7 @@ from scipy import optimize
 
 from dpacct import _check, gaussian
 from dpacct._shape import unwrap
+from dpacct.results import Value
 from dpacct.zcdp.conversions import (
     CONVERSIONS,
     GAUSSIAN_KIND,
@@ -113,6 +114,15 @@ class ShuffledEpochs:
     gaussian_kind: str
     tight: str = "gaussian_epsilon"
 
+    def values(self) -> tuple[Value, Value]:
+        """Both epsilons in the shared vocabulary: the zCDP upper bound and the Gaussian curve (an upper bound)."""
+        zcdp = Value(value=self.zcdp_epsilon, quantity="epsilon", kind="upper bound",
+                     method=f"zCDP random reshuffling, rho = {self.rho:.6g}, {self.conversion} conversion")
+        exact = Value(value=self.gaussian_epsilon, quantity="epsilon", kind="upper bound",
+                      method=f"Gaussian curve, sigma/sqrt(E) = {self.effective_noise_multiplier:.6g} "
+                             "(exact for deterministic batches)")
+        return zcdp, exact
+
 
 def shuffled_epochs_epsilon(
     *, noise_multiplier: float, epochs: int, delta: float, conversion: str = "rdp"
@@ -175,6 +185,11 @@ class HeuristicEpsilon(NamedTuple):
     max_order: float
     order: float
     kind: str
+
+    def as_value(self) -> Value:
+        """The number in the shared vocabulary: kind ``"heuristic"``."""
+        return Value(value=self.epsilon, quantity="epsilon", kind="heuristic", method=self.kind,
+                     details={"rho": self.rho, "renyi_order": self.order, "max_renyi_order": self.max_order})
 
 
 def random_sampling_epsilon_heuristic(
