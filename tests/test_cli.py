@@ -99,7 +99,7 @@ def test_console_script_runs() -> None:
 
 
 def test_schedule_reproduces_spec_2_5(capsys: pytest.CaptureFixture[str]) -> None:
-    """`dpacct schedule` gives SPEC 2.5's epoch counts with sigma and cumulative rho per epoch."""
+    """`dpacct schedule` gives Yu et al. 2019's (Sec. IV-A) epoch counts with sigma and cumulative rho per epoch."""
     out = run_json(capsys, "schedule", "--budget-rho", "0.78125", "--sigma0", "10", "--schedule", "polynomial",
                    "--decay", "3", "--period", "100", "--sigma-end", "2")
     assert out["epochs"] == 44 and out["budget_exhausted"] is True

@@ -143,7 +143,7 @@ def test_dpd_ac_refuses_eps0_of_one_or_more() -> None:
 
 
 def test_dpd_zcdp_heuristic_is_much_smaller_than_ac() -> None:
-    """SPEC 3: under zCDP (Yu et al.'s random-sampling accounting) sigma is several times smaller than DPD-AC."""
+    """Ermiş & Cemgil (arXiv:1712.01665): under zCDP (Yu et al.'s random-sampling accounting) sigma is several times smaller than DPD-AC."""
     args = {"epsilon": 1.0, "delta": 1e-5, "steps": 1000, "sampling_probability": 0.01}
     ac = dpd_ac_noise_multiplier(**args)
     zc = dpd_zcdp_noise_multiplier(**args, accounting="heuristic_random_sampling")
@@ -165,7 +165,7 @@ def test_dpd_zcdp_random_reshuffling_is_certified() -> None:
 
 
 def test_dropout_rates_closed_form() -> None:
-    """a = (2 C sigma)^2 / theta^2 and p = a / (1 + a); a zero weight is always dropped (SPEC 3)."""
+    """a = (2 C sigma)^2 / theta^2 and p = a / (1 + a); a zero weight is always dropped (Ermiş & Cemgil, arXiv:1712.01665)."""
     theta = np.array([[0.5, -2.0], [0.0, 1e-3]])
     r = dropout_rates(noise_multiplier=1.5, clip_norm=0.1, weights=theta)
     with np.errstate(divide="ignore", invalid="ignore"):  # the zero weight: a = inf (and inf/inf) is expected

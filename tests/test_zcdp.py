@@ -117,7 +117,7 @@ def test_zcdp_bounds_the_exact_gaussian_curve() -> None:
 
 
 def test_spec_2_6_reference() -> None:
-    """SPEC 2.6: sigma = 6, q = 0.01, 400 epochs, delta = 1e-5: zCDP(RF), simple conversion, eps ~= 21.5."""
+    """Yu et al. 2019 (Thm 2, random reshuffling): sigma = 6, q = 0.01, 400 epochs, delta = 1e-5: zCDP(RF), simple conversion, eps ~= 21.5."""
     result = shuffled_epochs_epsilon(noise_multiplier=6.0, epochs=400, delta=1e-5, conversion="simple")
     rho = 400 / 72
     np.testing.assert_allclose(result.rho, rho, rtol=RTOL_CLOSED)
@@ -196,7 +196,7 @@ def test_registered_and_vectorised() -> None:
 
 
 def test_heuristic_closed_form_both_branches() -> None:
-    """SPEC 2.4 by hand: the sqrt branch when delta >= exp(-rho (u-1)^2), the order-u branch otherwise."""
+    """Yu et al. 2019, Thm 3, by hand: the sqrt branch when delta >= exp(-rho (u-1)^2), the order-u branch otherwise."""
     r = random_sampling_epsilon_heuristic(noise_multiplier=4.0, sampling_probability=0.01, steps=10_000, delta=1e-5)
     rho, u = 10_000 * 0.01**2 / 16, 16 * math.log(1 / 0.04) + 1
     assert math.log(1e5) <= rho * (u - 1) ** 2
@@ -211,7 +211,7 @@ def test_heuristic_closed_form_both_branches() -> None:
 
 
 def test_heuristic_heterogeneous_sums_and_takes_min_order() -> None:
-    """Runs of different (sigma, q) add their q^2/sigma^2 and use the smallest U (SPEC 2.4)."""
+    """Runs of different (sigma, q) add their q^2/sigma^2 and use the smallest U (Yu et al. 2019, Thm 3)."""
     r = random_sampling_epsilon_heuristic(noise_multiplier=[4.0, 2.0], sampling_probability=[0.01, 0.02],
                                           steps=[1000, 500], delta=1e-5)
     np.testing.assert_allclose(r.rho, 1000 * 1e-4 / 16 + 500 * 4e-4 / 4, rtol=RTOL_CLOSED)
