@@ -154,7 +154,7 @@ def test_epsilon_zcdp_poisson_is_labelled_heuristic(capsys: pytest.CaptureFixtur
     expected = dpacct.zcdp.random_sampling_epsilon_heuristic(noise_multiplier=4.0, sampling_probability=0.01,
                                                               steps=10_000, delta=1e-5)
     assert out["epsilon"] == expected.epsilon
-    assert isinstance(out["kind"], str) and "heuristic, NOT a guarantee" in out["kind"]
+    assert out["kind"] == "heuristic" and "NOT a guarantee" in str(out["kind_detail"])
     results = out["results"]
     assert isinstance(results, list) and results[0]["kind"] == "heuristic"
     assert main(["epsilon", "--sigma", "10", "--q", "0.01", "--steps", "10", "--delta", "1e-5",
@@ -371,7 +371,8 @@ def test_assume_poisson_labels_each_number_with_its_run(capsys: pytest.CaptureFi
     assert "dpacct: warning:" in captured.err and "NOT a privacy guarantee" in captured.err
     assert "--assume-poisson" in captured.err and "assume_poisson=" not in captured.err
     report = json.loads(captured.out)
-    assert report["accounted_as"] == "poisson" and "NOT a guarantee" in report["kind"]
+    assert report["accounted_as"] == "poisson" and report["kind"] == "heuristic"
+    assert "NOT a guarantee" in report["kind_detail"]
     poisson = dpacct.epsilon(noise_multiplier=1.1, sampling_probability=0.01, steps=300, delta=1e-5)
     assert report["epsilon"] == poisson
     interval = report["shuffle_interval"]
@@ -442,3 +443,21 @@ def test_schedule_validation_and_the_epoch_cap(capsys: pytest.CaptureFixture[str
                             "--max-epochs", "50")
     assert out["epochs"] == 50 and out["stopped_by"] == "max_epochs" and out["budget_exhausted"] is False
     assert "stopped at --max-epochs 50 with budget left" in err and "stopped at --max-epochs" in str(out["notes"])
+
+
+@pytest.mark.parametrize("args", [
+    ["epsilon", "--sigma", "1.1", "--q", "0.01", "--steps", "100", "--delta", "1e-5"],
+    ["epsilon", "--sigma", "1.1", "--q", "0.01", "--steps", "100", "--delta", "1e-5", "--accountant", "zcdp",
+     "--sampler", "shuffle"],
+    ["epsilon", "--sigma", "1.1", "--q", "0.01", "--steps", "100", "--delta", "1e-5", "--sampler", "deterministic"],
+    ["delta", "--sigma", "1.1", "--q", "0.01", "--steps", "100", "--epsilon", "1", "--accountant", "rdp"],
+    ["sigma", "--q", "0.01", "--steps", "100", "--epsilon", "1", "--delta", "1e-5", "--accountant", "rdp"],
+])
+def test_json_kinds_come_from_the_shared_vocabulary(capsys: pytest.CaptureFixture[str], args: list[str]) -> None:
+    """The top-level kind and every result's kind are among results.KINDS; words go to kind_detail/method."""
+    from dpacct.results import KINDS
+
+    out = run_json(capsys, *args)
+    assert out["kind"] in KINDS
+    results = out["results"]
+    assert isinstance(results, list) and results and all(r["kind"] in KINDS for r in results)

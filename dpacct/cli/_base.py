@@ -172,6 +172,7 @@ _LABELS = {
     "delta_lower_bound": "delta lower bound",
     "lower_bound_method": "lower bound from",
     "accounted_as": "accounted as sampler",
+    "kind_detail": "kind, in words",
 }
 
 

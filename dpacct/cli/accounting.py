@@ -17,7 +17,7 @@ from dpacct.accountant import UnsupportedMechanismError, accountant_factory, ava
 from dpacct.api import SAMPLERS, accountant_for_run, explain_failure, shuffle_lower_bound
 from dpacct.cli._base import CLIError, Command, Notes, add_run_arguments, print_table, run_from_args
 from dpacct.mechanisms import GaussianMechanism, PoissonSampledGaussianMechanism
-from dpacct.results import Value, to_json
+from dpacct.results import KINDS, Value, to_json
 from dpacct.run import Run
 
 __all__ = ["COMMANDS", "PREFERENCE", "default_accountant"]
@@ -169,7 +169,8 @@ def _run_epsilon_or_delta(args: argparse.Namespace, notes: Notes) -> dict[str, A
             details, used = _with_fallback(poisson_number, accountant, explicit, notes)
         except UnsupportedMechanismError as error:
             value = _heuristic_or_error(accountant, error, args, sigma, run)
-            report.update(accountant=accountant, epsilon=float(value), kind="heuristic, NOT a guarantee",
+            report.update(accountant=accountant, epsilon=float(value), kind="heuristic",
+                          kind_detail="heuristic, NOT a guarantee",
                           method=value.method, **dict(value.details))
             report["results"] = [to_json(value)]
             notes.warn(f"{value.method}; the accountant's own guarantee does not cover Poisson sampling")
@@ -177,7 +178,9 @@ def _run_epsilon_or_delta(args: argparse.Namespace, notes: Notes) -> dict[str, A
         report["accountant"] = used
         kind = str(details.pop("kind"))
         report[quantity] = details.pop(quantity)
-        report["kind"] = kind
+        report["kind"] = next((k for k in KINDS if kind.startswith(k)), "upper bound")
+        if kind != report["kind"]:
+            report["kind_detail"] = kind
         report.update(details)
         method = f"{used}, {run.steps('poisson')} Poisson-sampled steps at q={run.sampling_probability:.6g}"
         results.append(to_json(Value(value=report[quantity], quantity=quantity,  # type: ignore[arg-type]
@@ -185,7 +188,9 @@ def _run_epsilon_or_delta(args: argparse.Namespace, notes: Notes) -> dict[str, A
         if args.assume_poisson:
             with notes.capture():
                 accountant_for_run(run, noise_multiplier=sigma, sampler="shuffle", assume_poisson=True)
-            report["kind"] = "Poisson-sampling upper bound, NOT a guarantee for shuffled batches (--assume-poisson)"
+            report["kind"] = "heuristic"
+            report["kind_detail"] = ("Poisson-sampling upper bound, NOT a guarantee for shuffled batches "
+                                     "(--assume-poisson)")
             report["accounted_as"] = "poisson"
             results[0]["kind"] = "heuristic"
             results[0]["method"] += " (assumed Poisson for a shuffled run: NOT a guarantee)"
@@ -211,9 +216,10 @@ def _run_epsilon_or_delta(args: argparse.Namespace, notes: Notes) -> dict[str, A
         results.append(to_json(Value(value=value_now, quantity=quantity,  # type: ignore[arg-type]
                                      kind="exact", method=method)))
     else:
-        report["kind"] = "upper bound (deterministic batches dominate shuffling)"
+        report["kind"] = "upper bound"
+        report["kind_detail"] = "deterministic batches dominate shuffling"
         results.extend(_shuffle_results(run, sigma, quantity, target))
-        report[f"{quantity}_lower_bound"] = results[0]["value"]
+        report[f"{quantity}_lower_bound"] = results[0]["value"]  # kind "lower bound"
         report["lower_bound_method"] = results[0]["method"]
     if explicit:  # the accountant the user asked for, on the same mechanisms (looser, for reference)
         mechanism = GaussianMechanism(noise_multiplier=sigma, neighboring_relation="zero_out")
@@ -271,7 +277,8 @@ def _run_sigma(args: argparse.Namespace, notes: Notes) -> dict[str, Any]:
     report = _run_header(args, None, run)
     report.update(noise_multiplier=result.noise_multiplier, accountant=used if args.sampler == "poisson"
                   else "gaussian (exact)", delta=result.delta, target_epsilon=result.target_epsilon,
-                  epsilon=result.epsilon, kind="upper bound (achieved, <= target)", evaluations=result.evaluations)
+                  epsilon=result.epsilon, kind="upper bound",
+                  kind_detail="achieved epsilon, <= target", evaluations=result.evaluations)
     report["results"] = [to_json(Value(value=result.noise_multiplier, quantity="noise_multiplier",
                                        kind="upper bound", method="smallest noise multiplier meeting the budget "
                                        "(safe end of the search bracket)"))]
