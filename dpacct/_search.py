@@ -10,7 +10,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-__all__ = ["SIGMA_RANGE", "root_in_log", "smallest_safe", "smallest_safe_below"]
+__all__ = ["SIGMA_RANGE", "BudgetUnreachableError", "root_in_log", "smallest_safe", "smallest_safe_below"]
+
+
+class BudgetUnreachableError(ValueError):
+    """No value in the search range meets the budget (the budget, not the numerics, is the problem)."""
 
 #: Noise multipliers searched by calibration.
 SIGMA_RANGE = (1e-4, 1e6)
@@ -99,7 +103,7 @@ def smallest_safe(
         x *= 4.0
         if x > bounds[1]:
             msg = f"no {name} up to {bounds[1]:g} meets epsilon <= {target:g}"
-            raise ValueError(msg)
+            raise BudgetUnreachableError(msg)
         fx = f(x)
         if fx <= target:
             return root_in_log(f, target, unsafe, x, f_unsafe, fx, tol)

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from dpacct import _check
-from dpacct._search import SIGMA_RANGE, root_in_log, smallest_safe, smallest_safe_below
+from dpacct._search import SIGMA_RANGE, BudgetUnreachableError, root_in_log, smallest_safe, smallest_safe_below
 from dpacct.accountant import NoiseGuide, accountant_guide
 from dpacct.api import accountant_for_run, resolve_run
 from dpacct.run import Run
 
-__all__ = ["CalibrationResult", "calibrate"]
+__all__ = ["BudgetUnreachableError", "CalibrationResult", "calibrate"]
 
 _MIN_SAMPLING_PROBABILITY = 1e-12
 _MAX_STEPS = 10**12
@@ -241,7 +241,7 @@ def _largest_safe_probability(f: Callable[[float], float], target: float, tol: f
         x /= 4.0
         if x < _MIN_SAMPLING_PROBABILITY:
             msg = f"no sampling_probability down to {_MIN_SAMPLING_PROBABILITY:g} meets epsilon <= {target:g}"
-            raise ValueError(msg)
+            raise BudgetUnreachableError(msg)
         fx = f(x)
         if fx <= target:
             return root_in_log(f, target, unsafe, x, f_unsafe, fx, tol)
@@ -253,7 +253,7 @@ def _largest_safe_steps(f: Callable[[int], float], target: float) -> tuple[int, 
     f_one = f(1)
     if f_one > target:
         msg = f"a single step already gives epsilon = {f_one:.6g} > {target:g}; no number of steps meets the budget"
-        raise ValueError(msg)
+        raise BudgetUnreachableError(msg)
     safe, f_safe = 1, f_one
     unsafe = 2
     while True:
@@ -264,7 +264,7 @@ def _largest_safe_steps(f: Callable[[int], float], target: float) -> tuple[int, 
         unsafe *= 2
         if unsafe > _MAX_STEPS:
             msg = f"more than {_MAX_STEPS:g} steps meet epsilon <= {target:g}; the noise is too large to calibrate steps"
-            raise ValueError(msg)
+            raise BudgetUnreachableError(msg)
     while unsafe - safe > 1:
         mid = (safe + unsafe) // 2
         value = f(mid)

@@ -461,3 +461,10 @@ def test_json_kinds_come_from_the_shared_vocabulary(capsys: pytest.CaptureFixtur
     assert out["kind"] in KINDS
     results = out["results"]
     assert isinstance(results, list) and results and all(r["kind"] in KINDS for r in results)
+
+
+def test_unreachable_budget_is_reported_as_such(capsys: pytest.CaptureFixture[str]) -> None:
+    """A budget no noise meets is the budget's problem: no accountant fallback, no 'numerical limit'."""
+    code = main(["sigma", "--epsilon", "0.001", "--delta", "1e-10", "--q", "1", "--steps", "100000"])
+    err = capsys.readouterr().err
+    assert code == 2 and "meets epsilon <= 0.001" in err and "numerical limit" not in err and "note" not in err

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from dpacct import _check
 from dpacct.accountant import UnsupportedMechanismError, accountant_factory, available_accountants, make_accountant
+from dpacct._search import BudgetUnreachableError
 from dpacct.api import SAMPLERS, accountant_for_run, explain_failure, shuffle_lower_bound
 from dpacct.cli._base import CLIError, Command, Notes, add_run_arguments, print_table, run_from_args
 from dpacct.mechanisms import GaussianMechanism, PoissonSampledGaussianMechanism
@@ -80,8 +81,8 @@ def _with_fallback(compute: Callable[[str], T], accountant: str, explicit: bool,
     for i, name in enumerate(candidates):
         try:
             return compute(name), name
-        except UnsupportedMechanismError:
-            raise
+        except (UnsupportedMechanismError, BudgetUnreachableError):
+            raise  # about the run or the budget, not about this accountant's numerics
         except (ValueError, ArithmeticError, RuntimeError, MemoryError) as error:
             if isinstance(error, CLIError):
                 raise
