@@ -7,7 +7,7 @@ from setuptools import setup
 
 ext = Pybind11Extension(
     "dpacct._core",
-    sorted(glob("cpp/src/**/*.cpp", recursive=True)) + ["cpp/bindings.cpp"] + sorted(glob("cpp/bindings/*.cpp")),  # sorted: reproducible builds
+    sorted(glob("cpp/src/**/*.cpp", recursive=True)) + sorted(glob("cpp/bindings/*.cpp")),  # sorted: reproducible builds
     include_dirs=["cpp/include", "cpp"],
     cxx_std=17,
     # No -ffast-math (accounting relies on inf and NaN semantics) and no

@@ -28,7 +28,7 @@ from collections.abc import Callable
 import numpy as np
 
 from dpacct import __version__
-from dpacct.ablq import plot_samplers, sweep_samplers
+from dpacct.samplers import plot_samplers, sweep_samplers
 
 
 def _progress(total: int, label: str) -> Callable[[], None]:

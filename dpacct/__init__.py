@@ -15,9 +15,9 @@ except ImportError as error:  # pragma: no cover - exercised only on a broken in
     raise ImportError(msg) from error
 
 from dpacct import gaussian, pld, rdp
-from dpacct import ablq
-from dpacct.ablq import compare_samplers
-from dpacct import composition, schedules, zcdp
+from dpacct import ablq, samplers
+from dpacct.samplers import compare_run, compare_samplers
+from dpacct import composition, dropout, schedules, zcdp
 from dpacct.accountant import (
     Accountant,
     UnsupportedMechanismError,
@@ -55,15 +55,18 @@ __all__ = [
     "available_accountants",
     "build_accountant",
     "calibrate",
+    "compare_run",
     "compare_samplers",
     "composition",
     "delta",
+    "dropout",
     "epsilon",
     "gaussian",
     "make_accountant",
     "pld",
     "rdp",
     "register_accountant",
+    "samplers",
     "schedules",
     "zcdp",
 ]

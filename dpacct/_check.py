@@ -135,8 +135,8 @@ def orders(value: ArrayLike, *, scalar_ok: bool = False) -> NDArray[np.float64]:
     return array
 
 
-def count(name: str, value: Any) -> int:
-    """A non-negative integer (an integral float such as ``1e4`` is accepted)."""
+def count(name: str, value: Any, *, minimum: int = 0) -> int:
+    """An integer ``>= minimum`` (default 0; an integral float such as ``1e4`` is accepted)."""
     if isinstance(value, (bool, np.bool_)):
         msg = f"{name} must be an integer, got bool"
         raise TypeError(msg)
@@ -145,14 +145,14 @@ def count(name: str, value: Any) -> int:
     elif isinstance(value, (numbers.Real, np.floating)):
         x = float(value)
         if not (math.isfinite(x) and x == math.floor(x)):
-            msg = f"{name} must be an integer >= 0, got {x!r}"
+            msg = f"{name} must be an integer >= {minimum}, got {x!r}"
             raise ValueError(msg)
         n = int(x)
     else:
         msg = f"{name} must be an integer, got {type(value).__name__}"
         raise TypeError(msg)
-    if n < 0:
-        msg = f"{name} must be an integer >= 0, got {n}"
+    if n < minimum:
+        msg = f"{name} must be an integer >= {minimum}, got {n}"
         raise ValueError(msg)
     return n
 

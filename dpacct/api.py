@@ -1,24 +1,27 @@
 """The one-call API: epsilon or delta of a DP-SGD run in one function call.
 
+A run is given as ``sampling_probability`` and ``steps`` (q and the total number of
+steps) or as ``epochs``, ``batch_size`` and ``dataset_size`` (see :mod:`dpacct.run`).
 The guarantee depends on how batches are drawn (``sampler``):
 
 * ``"poisson"``: each record joins each step independently with probability
-  ``sampling_probability`` (add/remove adjacency): the standard DP-SGD analysis.
-* ``"deterministic"``: the data is cut into batches of a fixed fraction
-  ``sampling_probability`` in a fixed order; each record is in exactly one batch per
-  epoch, so over ``steps`` steps it is in at most ``ceil(steps * q)`` of them. Under
-  zero-out adjacency that is exactly ``ceil(steps * q)`` Gaussian mechanisms.
+  ``sampling_probability`` (add/remove adjacency): the standard DP-SGD analysis,
+  computed by ``accountant``.
+* ``"deterministic"``: the data is cut into batches in a fixed order; each record is
+  in at most one batch per epoch (:meth:`dpacct.run.Run.participations` counts them).
+  Under zero-out adjacency that is exactly that many Gaussian mechanisms, whose
+  composition has an exact curve (Balle & Wang 2018): it is returned, whatever
+  ``accountant`` says (every accountant's bound for it is at least the exact value).
 * ``"shuffle"``: the same, with a random permutation. No tight accountant exists;
-  shuffling never does worse than deterministic batches, so the deterministic
-  number is returned as a certified upper bound, and :func:`shuffle_epsilon_details`
-  adds the lower bound of :mod:`dpacct.ablq`. The Poisson number is *not* a
-  guarantee for shuffled batches (it can be far too small); it is returned only with
-  the explicit opt-in ``assume_poisson=True``, which warns.
+  shuffling never does worse than deterministic batches, so the deterministic curve is
+  returned as a certified upper bound, and :func:`shuffle_epsilon_details` adds the
+  lower bound of :mod:`dpacct.ablq`. The Poisson number is *not* a guarantee for
+  shuffled batches (it can be far too small); it is returned only with the explicit
+  opt-in ``assume_poisson=True``, which warns.
 """
 
 from __future__ import annotations
 
-import math
 import warnings
 from typing import Any
 
@@ -26,21 +29,50 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from dpacct import _check
-from dpacct.accountant import Accountant, make_accountant
+from dpacct.accountant import Accountant, check_options, make_accountant
 from dpacct.mechanisms import GaussianMechanism, PoissonSampledGaussianMechanism
+from dpacct.run import SAMPLERS, Run
 
 __all__ = [
     "SAMPLERS",
+    "AccountingLimitError",
     "PoissonAssumptionWarning",
+    "accountant_for_run",
     "build_accountant",
     "delta",
     "epsilon",
     "participations",
+    "resolve_run",
     "shuffle_epsilon_details",
+    "shuffle_lower_bound",
 ]
 
-#: Batch samplers the one-call API accounts for (see the module docstring).
-SAMPLERS: tuple[str, ...] = ("poisson", "shuffle", "deterministic")
+_API_KEYWORDS = ("noise_multiplier", "sampling_probability", "steps", "epochs", "batch_size", "dataset_size",
+                 "drop_last", "delta", "epsilon", "accountant", "sampler", "assume_poisson")
+
+
+class AccountingLimitError(ValueError):
+    """An accountant could not compute a valid run (a numerical or memory limit); the message says what to try."""
+
+
+def explain_failure(error: BaseException) -> str:
+    """An accountant's internal failure in words a user can act on (never the C++ message itself)."""
+    text = str(error)
+    if isinstance(error, MemoryError) or any(s in text for s in ("too fine", "loss cells", "max_size", "memory")):
+        return "its grid would need too much memory (very small noise or a very long run)"
+    if any(s in text for s in ("non-finite", "Chernoff", "overflow")):
+        return "its tail bound overflowed (very small noise)"
+    return "it hit a numerical limit"
+
+
+def _query(acct: Accountant, accountant: str, query: Any, value: Any) -> Any:
+    """``query(value)`` with internal failures turned into :class:`AccountingLimitError` (inputs are checked first)."""
+    try:
+        return query(value)
+    except (ValueError, ArithmeticError, RuntimeError, MemoryError) as error:
+        other = "pld" if accountant == "rdp" else "rdp"
+        msg = f"the {accountant} accountant could not compute this run: {explain_failure(error)}; try accountant={other!r}"
+        raise AccountingLimitError(msg) from error
 
 
 class PoissonAssumptionWarning(UserWarning):
@@ -48,43 +80,45 @@ class PoissonAssumptionWarning(UserWarning):
 
 
 def participations(*, sampling_probability: float, steps: int) -> int:
-    """Most steps one record takes part in with fixed-fraction batches: ``ceil(steps * q)``.
+    """Most steps one record takes part in with shuffled or deterministic batches of fraction q.
 
-    Each record is in exactly one batch per epoch of ``1/q`` steps, so ``steps`` steps
-    touch it at most ``ceil(steps * q)`` times (a partial epoch may still include it).
-    The relative ``1e-15`` absorbs round-off in ``steps * q`` (``0.1 * 30`` is
-    ``3.0000000000000004``), far below any real fractional epoch: with ``q = b/n`` the
-    fraction ``steps * q - k`` is 0 or at least ``1/n``, i.e. relative ``1/(k n)``.
+    An epoch has at least ``floor(1/q)`` batches (``n // b`` with a dropped short last
+    batch, ``ceil(n / b)`` without), and a record is in at most one batch per epoch, so
+    ``steps`` steps touch it at most ``ceil(steps / floor(1/q))`` times; see
+    :class:`dpacct.run.Run` for runs given in epochs (``ceil(epochs)`` participations).
 
     Examples
     --------
     >>> participations(sampling_probability=0.1, steps=30), participations(sampling_probability=0.1, steps=31)
     (3, 4)
     """
-    q = _check.probability("sampling_probability", sampling_probability)
-    t = _check.count("steps", steps)
-    return max(0, math.ceil(t * q * (1.0 - 1e-15)))
+    return Run(sampling_probability=sampling_probability, steps=steps).participations("deterministic")
 
 
-def build_accountant(
+def resolve_run(
+    *,
+    sampling_probability: Any = None,
+    steps: Any = None,
+    epochs: Any = None,
+    batch_size: Any = None,
+    dataset_size: Any = None,
+    drop_last: Any = False,
+) -> Run:
+    """The :class:`~dpacct.run.Run` from the one-call API's run keywords (checked)."""
+    return Run.from_arguments(sampling_probability=sampling_probability, steps=steps, epochs=epochs,
+                              batch_size=batch_size, dataset_size=dataset_size, drop_last=drop_last)
+
+
+def accountant_for_run(
+    run: Run,
     *,
     noise_multiplier: float,
-    sampling_probability: float,
-    steps: int,
     accountant: str = "rdp",
     sampler: str = "poisson",
     assume_poisson: bool = False,
     **options: Any,
 ) -> Accountant:
-    """An accountant of the given kind with a DP-SGD run composed.
-
-    For ``sampler="poisson"`` (or ``"shuffle"`` with ``assume_poisson=True``, which warns)
-    it holds ``steps`` Poisson-subsampled Gaussian steps; for ``"deterministic"`` and
-    ``"shuffle"`` it holds :func:`participations` zero-out Gaussian mechanisms, a
-    certified upper bound for both (tight for deterministic). All arguments are
-    validated before anything is computed; ``options`` go to the accountant's
-    constructor (e.g. ``orders=`` or ``conversion=`` for RDP).
-    """
+    """An accountant holding ``run`` as drawn by ``sampler`` (see :func:`build_accountant`)."""
     sampler = _check.one_of("sampler", sampler, SAMPLERS)
     if not isinstance(assume_poisson, bool):
         msg = f"assume_poisson must be a bool, got {type(assume_poisson).__name__}"
@@ -92,98 +126,157 @@ def build_accountant(
     if assume_poisson and sampler != "shuffle":
         msg = f"assume_poisson applies only to sampler='shuffle', got sampler={sampler!r}"
         raise ValueError(msg)
-    count = _check.count("steps", steps)
-    mechanism: GaussianMechanism | PoissonSampledGaussianMechanism
+    _check.one_of("accountant", accountant, _available())
+    check_options(accountant, options, also_valid=_API_KEYWORDS)
     if sampler == "poisson" or assume_poisson:
-        mechanism = PoissonSampledGaussianMechanism(
-            noise_multiplier=noise_multiplier, sampling_probability=sampling_probability
+        mechanism: GaussianMechanism | PoissonSampledGaussianMechanism = PoissonSampledGaussianMechanism(
+            noise_multiplier=noise_multiplier, sampling_probability=run.sampling_probability
         )
+        count = run.steps("poisson")
+        if run.sampling_probability == 0.0:
+            count = 0  # nobody is ever sampled: epsilon and delta are exactly 0
+        acct = make_accountant(accountant, **options).compose(mechanism, count)
     else:
         mechanism = GaussianMechanism(noise_multiplier=noise_multiplier, neighboring_relation="zero_out")
-        count = participations(sampling_probability=sampling_probability, steps=count)
-    acct = make_accountant(accountant, **options).compose(mechanism, count)
+        make_accountant(accountant, **options)  # the options are checked even though the curve is exact
+        acct = make_accountant("gaussian").compose(mechanism, run.participations(sampler))
     if assume_poisson:
         msg = (
             "sampler='shuffle' with assume_poisson=True: this is the Poisson-sampling number, "
             "which is NOT a privacy guarantee for shuffled batches (it can be far too small; "
             "Chua et al., ICML 2024). Use assume_poisson=False for the certified upper bound."
         )
-        warnings.warn(msg, PoissonAssumptionWarning, stacklevel=3)
+        warnings.warn(msg, PoissonAssumptionWarning, stacklevel=4)
     return acct
+
+
+def _available() -> tuple[str, ...]:
+    from dpacct.accountant import available_accountants
+
+    return available_accountants()
+
+
+def build_accountant(
+    *,
+    noise_multiplier: float,
+    sampling_probability: float | None = None,
+    steps: int | None = None,
+    epochs: float | None = None,
+    batch_size: int | None = None,
+    dataset_size: int | None = None,
+    drop_last: bool = False,
+    accountant: str = "rdp",
+    sampler: str = "poisson",
+    assume_poisson: bool = False,
+    **options: Any,
+) -> Accountant:
+    """An accountant with a DP-SGD run composed.
+
+    For ``sampler="poisson"`` (or ``"shuffle"`` with ``assume_poisson=True``, which warns)
+    it is ``accountant`` holding the run's Poisson-subsampled Gaussian steps; for
+    ``"deterministic"`` and ``"shuffle"`` it is the exact :class:`~dpacct.gaussian.GaussianAccountant`
+    holding one zero-out Gaussian mechanism per participation of a record
+    (:meth:`dpacct.run.Run.participations`), a certified upper bound for both (exact for
+    deterministic). All arguments are validated before anything is computed; ``options``
+    go to the accountant's constructor (e.g. ``orders=`` or ``conversion=`` for RDP) and
+    an option it does not take is a ``ValueError``.
+    """
+    run = resolve_run(sampling_probability=sampling_probability, steps=steps, epochs=epochs,
+                      batch_size=batch_size, dataset_size=dataset_size, drop_last=drop_last)
+    _check.noise_multiplier(noise_multiplier)
+    return accountant_for_run(run, noise_multiplier=noise_multiplier, accountant=accountant, sampler=sampler,
+                              assume_poisson=assume_poisson, **options)
 
 
 def epsilon(
     *,
     noise_multiplier: float,
-    sampling_probability: float,
-    steps: int,
     delta: ArrayLike,
+    sampling_probability: float | None = None,
+    steps: int | None = None,
+    epochs: float | None = None,
+    batch_size: int | None = None,
+    dataset_size: int | None = None,
+    drop_last: bool = False,
     accountant: str = "rdp",
     sampler: str = "poisson",
     assume_poisson: bool = False,
     **options: Any,
 ) -> float | NDArray[np.float64]:
-    """Epsilon of ``steps`` DP-SGD steps, an upper bound.
+    """Epsilon of a DP-SGD run, an upper bound.
 
     Parameters
     ----------
     noise_multiplier : float
         Noise standard deviation over the clipping norm, finite and ``> 0``.
+    delta : float or array_like
+        Target delta(s) in ``(0, 1)``.
     sampling_probability : float
         q = batch size / dataset size, in ``[0, 1]``: the Poisson inclusion
         probability, or the batch fraction for ``"shuffle"``/``"deterministic"``.
     steps : int
         Total number of noisy steps, ``>= 0``.
-    delta : float or array_like
-        Target delta(s) in ``(0, 1)``.
+    epochs, batch_size, dataset_size : float, int, int
+        Instead of ``sampling_probability`` and ``steps``: the run in epochs
+        (``q = batch_size / dataset_size``; steps and participations per sampler as in
+        :mod:`dpacct.run`).
+    drop_last : bool
+        With ``epochs``: whether each epoch drops a short last batch.
     accountant : str
-        Accounting method, one of :func:`dpacct.available_accountants` (``"rdp"``).
+        Accounting method for Poisson sampling, one of
+        :func:`dpacct.available_accountants` (``"rdp"``).
     sampler : str
         How batches are drawn: ``"poisson"`` (add/remove adjacency), ``"shuffle"`` or
-        ``"deterministic"`` (zero-out adjacency); see :mod:`dpacct.api`.
+        ``"deterministic"`` (zero-out adjacency; the exact Gaussian curve); see :mod:`dpacct.api`.
     assume_poisson : bool
         Only with ``sampler="shuffle"``: return the Poisson number instead, with a
         :class:`PoissonAssumptionWarning` (it is not a guarantee for shuffled batches).
     **options
-        Passed to the accountant (e.g. ``orders=``, ``conversion=`` for RDP).
+        Passed to the accountant (e.g. ``orders=``, ``conversion=`` for RDP); an option
+        it does not take raises ``ValueError``.
 
     Returns
     -------
     float or ndarray
         An upper bound on epsilon: the run is (epsilon, delta)-DP (except with
-        ``assume_poisson=True``). For ``"shuffle"`` this is the deterministic-batch
-        bound; :func:`shuffle_epsilon_details` also gives the lower bound.
+        ``assume_poisson=True``). For ``"deterministic"`` it is exact (rounded up);
+        for ``"shuffle"`` it is the deterministic value, and
+        :func:`shuffle_epsilon_details` also gives the lower bound.
 
     Examples
     --------
     >>> round(epsilon(noise_multiplier=1.1, sampling_probability=256 / 60000, steps=10_000, delta=1e-5), 3)
     2.162
+    >>> round(epsilon(noise_multiplier=1.1, epochs=60, batch_size=256, dataset_size=60_000, delta=1e-5,
+    ...               sampler="deterministic"), 2)
+    54.05
     """
     d = _check.delta_array(delta)
     acct = build_accountant(
-        noise_multiplier=noise_multiplier,
-        sampling_probability=sampling_probability,
-        steps=steps,
-        accountant=accountant,
-        sampler=sampler,
-        assume_poisson=assume_poisson,
-        **options,
+        noise_multiplier=noise_multiplier, sampling_probability=sampling_probability, steps=steps, epochs=epochs,
+        batch_size=batch_size, dataset_size=dataset_size, drop_last=drop_last, accountant=accountant,
+        sampler=sampler, assume_poisson=assume_poisson, **options,
     )
-    return acct.get_epsilon(d)
+    result: float | NDArray[np.float64] = _query(acct, accountant, acct.get_epsilon, d)
+    return result
 
 
 def delta(
     *,
     noise_multiplier: float,
-    sampling_probability: float,
-    steps: int,
     epsilon: ArrayLike,
+    sampling_probability: float | None = None,
+    steps: int | None = None,
+    epochs: float | None = None,
+    batch_size: int | None = None,
+    dataset_size: int | None = None,
+    drop_last: bool = False,
     accountant: str = "rdp",
     sampler: str = "poisson",
     assume_poisson: bool = False,
     **options: Any,
 ) -> float | NDArray[np.float64]:
-    """Delta of ``steps`` DP-SGD steps at the given epsilon(s), an upper bound.
+    """Delta of a DP-SGD run at the given epsilon(s), an upper bound.
 
     Parameters are as in :func:`dpacct.epsilon`, with ``epsilon`` (finite, ``>= 0``)
     in place of ``delta``.
@@ -191,68 +284,83 @@ def delta(
     Returns
     -------
     float or ndarray
-        An upper bound on delta: the run is (epsilon, delta)-DP.
+        An upper bound on delta: the run is (epsilon, delta)-DP (exact for
+        ``sampler="deterministic"``).
     """
     e = _check.epsilon_array(epsilon)
     acct = build_accountant(
-        noise_multiplier=noise_multiplier,
-        sampling_probability=sampling_probability,
-        steps=steps,
-        accountant=accountant,
-        sampler=sampler,
-        assume_poisson=assume_poisson,
-        **options,
+        noise_multiplier=noise_multiplier, sampling_probability=sampling_probability, steps=steps, epochs=epochs,
+        batch_size=batch_size, dataset_size=dataset_size, drop_last=drop_last, accountant=accountant,
+        sampler=sampler, assume_poisson=assume_poisson, **options,
     )
-    return acct.get_delta(e)
+    result: float | NDArray[np.float64] = _query(acct, accountant, acct.get_delta, e)
+    return result
+
+
+def shuffle_lower_bound(run: Run, *, noise_multiplier: float, delta: float | None = None,
+                        epsilon: float | None = None) -> tuple[float, str]:
+    """The shuffle lower bound on epsilon (given ``delta``) or delta (given ``epsilon``) for ``run``.
+
+    Uses every complete epoch of the run (:meth:`dpacct.run.Run.full_epochs`), each of
+    :meth:`~dpacct.run.Run.lower_bound_batches_per_epoch` batches, with a fresh
+    permutation per epoch; 0 when the run is shorter than one epoch. The same count is
+    used by ``dpacct compare``, ``dpacct epsilon --sampler shuffle`` and ``dpacct delta``.
+
+    Returns
+    -------
+    (float, str)
+        The lower bound and how it was computed.
+    """
+    from dpacct import samplers as ablq  # local: samplers import the accountants, keep api light
+
+    sigma = _check.noise_multiplier(noise_multiplier)
+    batches = run.lower_bound_batches_per_epoch()
+    epochs = run.full_epochs()
+    if batches == 0 or epochs == 0:
+        return 0.0, "none: the run is shorter than one epoch"
+    if delta is not None:
+        bound = ablq.epsilon_shuffle_lower(noise_multiplier=sigma, steps=batches, epochs=epochs, delta=delta)
+    else:
+        bound = ablq.delta_shuffle_lower(noise_multiplier=sigma, steps=batches, epochs=epochs,
+                                         epsilon=_check.epsilon(epsilon))
+    return float(bound), f"shuffle lower bound, {epochs} full epoch(s) of T={batches} batches, fresh permutations"
 
 
 def shuffle_epsilon_details(
     *,
     noise_multiplier: float,
-    sampling_probability: float,
-    steps: int,
     delta: float,
+    sampling_probability: float | None = None,
+    steps: int | None = None,
+    epochs: float | None = None,
+    batch_size: int | None = None,
+    dataset_size: int | None = None,
+    drop_last: bool = False,
     accountant: str = "rdp",
     **options: Any,
 ) -> dict[str, Any]:
     """The honest epsilon interval of a shuffled DP-SGD run, for reports and the CLI.
 
-    Parameters are as in :func:`dpacct.epsilon` (``sampling_probability`` = batch
-    fraction, ``steps`` = total steps, one ``delta``).
+    Parameters are as in :func:`dpacct.epsilon` (one ``delta``).
 
     Returns
     -------
     dict
-        ``epsilon``: certified upper bound (deterministic batches dominate shuffling,
-        computed by ``accountant``); ``epsilon_lower_bound``: the shuffle lower bound of
-        :func:`dpacct.ablq.epsilon_shuffle_lower` for the first epoch of
-        ``T = ceil(1/q)`` batches (0 if the run is shorter than one epoch), which holds
-        whatever permutation later epochs use; ``kind`` and ``lower_bound_method``.
-
-    Notes
-    -----
-    Rounding ``1/q`` up can only lower the bound: more batches per epoch hide a record
-    better, and the event bound decreases with ``T`` (tested). Later epochs can only
-    add privacy loss, so the first epoch's lower bound holds for the whole run.
+        ``epsilon``: certified upper bound (deterministic batches dominate shuffling:
+        the exact Gaussian curve of the participations); ``epsilon_lower_bound``: the
+        shuffle lower bound of :func:`shuffle_lower_bound` over the run's complete
+        epochs (0 if the run is shorter than one epoch); ``kind`` and ``lower_bound_method``.
     """
-    from dpacct import ablq  # local: ablq imports the accountants, keep api light
-
     d = _check.delta(delta)
-    acct = build_accountant(noise_multiplier=noise_multiplier, sampling_probability=sampling_probability,
-                            steps=steps, accountant=accountant, sampler="shuffle", **options)
+    run = resolve_run(sampling_probability=sampling_probability, steps=steps, epochs=epochs,
+                      batch_size=batch_size, dataset_size=dataset_size, drop_last=drop_last)
+    acct = accountant_for_run(run, noise_multiplier=noise_multiplier, accountant=accountant, sampler="shuffle",
+                              **options)
     upper = float(acct.get_epsilon(d))
-    q = _check.probability("sampling_probability", sampling_probability)
-    t = _check.count("steps", steps)
-    lower = 0.0
-    method = "none: the run is shorter than one epoch"
-    if q > 0.0 and t * q >= 1.0 - 1e-9:
-        batches = max(1, math.ceil(1.0 / q - 1e-9))
-        bound = ablq.epsilon_shuffle_lower(noise_multiplier=noise_multiplier, steps=batches, delta=d)
-        lower = float(bound)
-        method = f"shuffle lower bound, first epoch, T={batches} batches"
+    lower, method = shuffle_lower_bound(run, noise_multiplier=noise_multiplier, delta=d)
     return {
         "epsilon": upper,
         "kind": "upper bound (deterministic batches dominate shuffling)",
-        "epsilon_lower_bound": lower,
+        "epsilon_lower_bound": min(lower, upper),
         "lower_bound_method": method,
     }

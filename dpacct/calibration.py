@@ -1,7 +1,7 @@
 """Calibration: the noise multiplier, number of steps or sampling rate that meets a budget.
 
 Written once for every accountant: epsilon is decreasing in the noise multiplier
-and increasing in the number of steps and the sampling probability (SPEC §8), so
+and increasing in the number of steps and the sampling probability (see the tests), so
 each unknown is bracketed and then found by a safeguarded root finder that keeps
 a bracket ``[unsafe, safe]`` and returns its safe end. The returned configuration
 is re-accounted and always meets the budget: ``result.epsilon <= target``.
@@ -10,22 +10,18 @@ is re-accounted and always meets the budget: ``result.epsilon <= target``.
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-from numpy.typing import NDArray
-
 from dpacct import _check
-from dpacct.api import build_accountant
-from dpacct.api import epsilon as _epsilon
-from dpacct.rdp import OrderGridWarning
+from dpacct._search import SIGMA_RANGE, BudgetUnreachableError, root_in_log, smallest_safe, smallest_safe_below
+from dpacct.accountant import NoiseGuide, accountant_guide
+from dpacct.api import accountant_for_run, resolve_run
+from dpacct.run import Run
 
-__all__ = ["CalibrationResult", "calibrate"]
+__all__ = ["BudgetUnreachableError", "CalibrationResult", "calibrate"]
 
-_SIGMA_RANGE = (1e-4, 1e6)
 _MIN_SAMPLING_PROBABILITY = 1e-12
 _MAX_STEPS = 10**12
 
@@ -70,6 +66,10 @@ def calibrate(
     noise_multiplier: float | None = None,
     sampling_probability: float | None = None,
     steps: int | None = None,
+    epochs: float | None = None,
+    batch_size: int | None = None,
+    dataset_size: int | None = None,
+    drop_last: bool = False,
     accountant: str = "rdp",
     sampler: str = "poisson",
     rtol: float = 1e-6,
@@ -85,14 +85,17 @@ def calibrate(
         Give exactly two; the third is solved for: the smallest noise multiplier,
         the largest number of steps, or the largest sampling probability that
         meets the budget.
+    epochs, batch_size, dataset_size, drop_last : optional
+        Instead of ``sampling_probability`` and ``steps``: the run in epochs (as in
+        :func:`dpacct.epsilon`); the noise multiplier is then solved for.
     accountant, sampler, **options
         As in :func:`dpacct.epsilon`.
     rtol : float
         Relative width of the final bracket for continuous unknowns (in ``(0, 0.1]``).
         The returned value is the safe end, so it is at most ``rtol`` (relative)
-        more conservative than the exact solution. With ``accountant="pld"`` the
-        noise multiplier is resolved to ``max(rtol, 1e-3)``: finer than that, the
-        PLD grid's own error (about 0.5% of epsilon) dominates.
+        more conservative than the exact solution. An accountant's guide may coarsen
+        it to the accountant's own resolution (PLD: ``max(rtol, 1e-3)``; finer than
+        that, the PLD grid's own error, about 0.5% of epsilon, dominates).
 
     Returns
     -------
@@ -104,6 +107,14 @@ def calibrate(
     ValueError
         If not exactly one unknown is ``None``, an argument is out of range, or no
         value in the search range meets the budget.
+
+    Notes
+    -----
+    Calibration talks to the accountant only through the accountant protocol: it
+    builds accountants with :func:`dpacct.api.accountant_for_run` and reads
+    ``get_epsilon``; an accountant may offer a fast
+    :meth:`~dpacct.accountant.Accountant.noise_multiplier_guide` (RDP and PLD do),
+    used for Poisson runs with default options.
 
     Examples
     --------
@@ -117,62 +128,64 @@ def calibrate(
     if tol > 0.1:
         msg = f"rtol must be in (0, 0.1], got {tol!r}"
         raise ValueError(msg)
-    unknowns = [
-        name
-        for name, value in (
-            ("noise_multiplier", noise_multiplier),
-            ("sampling_probability", sampling_probability),
-            ("steps", steps),
-        )
-        if value is None
-    ]
-    if len(unknowns) != 1:
-        msg = (
-            "exactly one of noise_multiplier, sampling_probability, steps must be None "
-            f"(the unknown), got {len(unknowns)} unknowns"
-        )
-        raise ValueError(msg)
+    by_epochs = any(v is not None for v in (epochs, batch_size, dataset_size))
+    if by_epochs:
+        if noise_multiplier is not None:
+            msg = "with epochs, batch_size and dataset_size the noise multiplier is solved for: leave noise_multiplier=None"
+            raise ValueError(msg)
+        unknowns = ["noise_multiplier"]
+    else:
+        unknowns = [
+            name
+            for name, value in (
+                ("noise_multiplier", noise_multiplier),
+                ("sampling_probability", sampling_probability),
+                ("steps", steps),
+            )
+            if value is None
+        ]
+        if len(unknowns) != 1:
+            msg = (
+                "exactly one of noise_multiplier, sampling_probability, steps must be None "
+                f"(the unknown), got {len(unknowns)} unknowns"
+            )
+            raise ValueError(msg)
     counter = _Counter()
 
-    def account(sigma: float, q: float, t: int) -> float:
+    def account(sigma: float, run: Run) -> float:
         counter.calls += 1
-        value = _epsilon(
-            noise_multiplier=sigma,
-            sampling_probability=q,
-            steps=t,
-            delta=d,
-            accountant=accountant,
-            sampler=sampler,
-            **options,
-        )
-        return float(value)
+        acct = accountant_for_run(run, noise_multiplier=sigma, accountant=accountant, sampler=sampler, **options)
+        return float(acct.get_epsilon(d))
 
     if noise_multiplier is None:
-        assert sampling_probability is not None and steps is not None  # narrowed by the count above
-        q = _check.probability("sampling_probability", sampling_probability)
-        t = _check.count("steps", steps)
+        run = resolve_run(sampling_probability=sampling_probability, steps=steps, epochs=epochs,
+                          batch_size=batch_size, dataset_size=dataset_size, drop_last=drop_last)
+        q, t = run.sampling_probability, run.steps(sampler)
         if q == 0.0 or t == 0:
             msg = "noise_multiplier cannot be calibrated when sampling_probability or steps is 0 (epsilon is 0 for any noise)"
             raise ValueError(msg)
         # Validates accountant/sampler/options before the search (builds, computes nothing).
-        build_accountant(noise_multiplier=1.0, sampling_probability=q, steps=t, accountant=accountant,
-                         sampler=sampler, **options)
-        if accountant in ("rdp", "pld") and sampler == "poisson" and not options:
-            sigma, achieved = _guided_noise_multiplier(account, q, t, d, target, tol, accountant, counter)
+        accountant_for_run(run, noise_multiplier=1.0, accountant=accountant, sampler=sampler, **options)
+        guide = None
+        if sampler == "poisson" and not options:
+            guide = accountant_guide(accountant)(sampling_probability=q, steps=t, delta=d, epsilon=target)
+        if guide is not None:
+            sigma, achieved = _guided(lambda s: account(s, run), guide, target, tol)
         else:
-            sigma, achieved = _smallest_safe(lambda s: account(s, q, t), target, _SIGMA_RANGE, tol, "noise_multiplier")
+            sigma, achieved = smallest_safe(lambda s: account(s, run), target, SIGMA_RANGE, tol, "noise_multiplier")
         result = (sigma, q, t, achieved)
     elif steps is None:
         assert noise_multiplier is not None and sampling_probability is not None
         sigma = _check.noise_multiplier(noise_multiplier)
         q = _check.probability("sampling_probability", sampling_probability)
-        t, achieved = _largest_safe_steps(lambda n: account(sigma, q, n), target)
+        t, achieved = _largest_safe_steps(lambda n: account(sigma, Run(sampling_probability=q, steps=n)), target)
         result = (sigma, q, t, achieved)
     else:
         assert noise_multiplier is not None
         sigma = _check.noise_multiplier(noise_multiplier)
         t = _check.count("steps", steps)
-        q, achieved = _largest_safe_probability(lambda p: account(sigma, p, t), target, tol)
+        q, achieved = _largest_safe_probability(lambda p: account(sigma, Run(sampling_probability=p, steps=t)),
+                                                target, tol)
         result = (sigma, q, t, achieved)
     return CalibrationResult(
         noise_multiplier=result[0],
@@ -192,215 +205,29 @@ class _Counter:
     calls = 0
 
 
-def _guided_noise_multiplier(
-    account: Callable[[float, float, int], float],
-    q: float,
-    t: int,
-    delta: float,
-    target: float,
-    tol: float,
-    accountant: str,
-    counter: _Counter,
-) -> tuple[float, float]:
-    """Smallest noise multiplier for RDP/PLD, sped up by a cheaper guide that bounds it from above.
-
-    Phase 1 solves with RDP on integer orders only: its epsilon upper-bounds the
-    default-grid RDP epsilon (a subset of orders can only raise the minimum) and
-    the PLD epsilon (RDP is looser than PLD), so its answer is safe for the target.
-    Phase 2 searches just below that answer with the target accountant; for RDP it
-    uses only the default orders near the phase-1 optimum, again an upper bound,
-    and the full grid is evaluated once at the end for the reported epsilon.
-    """
-    from dpacct.rdp import DEFAULT_ORDERS, RDPAccountant
-    from dpacct.mechanisms import PoissonSampledGaussianMechanism
-
-    integer_orders = DEFAULT_ORDERS[DEFAULT_ORDERS == np.floor(DEFAULT_ORDERS)]
-
-    def rdp_epsilon(sigma: float, orders: NDArray[np.float64]) -> float:
-        counter.calls += 1
-        acct = RDPAccountant(orders=orders).compose(
-            PoissonSampledGaussianMechanism(noise_multiplier=sigma, sampling_probability=q), t
-        )
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", OrderGridWarning)  # the guide's grid edges do not matter
-            return float(acct.get_epsilon(delta))
-
-    guide, _ = _smallest_safe(lambda s: rdp_epsilon(s, integer_orders), target, _SIGMA_RANGE, 1e-3, "noise_multiplier")
-    if accountant == "rdp":
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", OrderGridWarning)
-            order = float(
-                RDPAccountant()
-                .compose(PoissonSampledGaussianMechanism(noise_multiplier=guide, sampling_probability=q), t)
-                .get_epsilon_and_order(delta)
-                .order
-            )
-        window = DEFAULT_ORDERS[(DEFAULT_ORDERS >= order / 1.5) & (DEFAULT_ORDERS <= order * 1.5)]
-        sigma, _ = _smallest_safe_below(lambda s: rdp_epsilon(s, window), target, guide, tol)
+def _guided(account: Callable[[float], float], guide: NoiseGuide, target: float, tol: float) -> tuple[float, float]:
+    """Smallest safe noise multiplier, searched from an accountant's guide; re-accounted at the end."""
+    tol = max(tol, guide.min_rtol)
+    f = guide.search_epsilon if guide.search_epsilon is not None else account
+    if guide.unsafe is not None:
+        f_safe = f(guide.safe)
+        if f_safe <= target:
+            # The guide's value at the proven-unsafe end only steers the probes.
+            f_unsafe = guide.unsafe_epsilon if guide.unsafe_epsilon is not None else f(guide.unsafe)
+            sigma, f_sigma = root_in_log(f, target, guide.unsafe, guide.safe, f_unsafe, f_safe, tol)
+        else:  # the guide's safe end is not safe for this accountant: restart from its fallback
+            sigma, f_sigma = smallest_safe_below(f, target, guide.fallback or guide.safe, tol)
     else:
-        tol = max(tol, _PLD_MIN_RTOL)
-        unsafe, safe = _pld_bracket(q, t, delta, target, guide, counter)
-        f_safe = account(safe, q, t)
-        if f_safe > target:  # the default grid is looser than a coarse one here: search from the guide
-            sigma, _ = _smallest_safe_below(lambda s: account(s, q, t), target, guide, tol)
-        elif unsafe is None:
-            sigma, _ = _smallest_safe_below(lambda s: account(s, q, t), target, safe, tol)
-        else:
-            # The coarse upper bound at the proven-unsafe end stands in for its value: the
-            # end is unsafe by a certified lower bound, and the value only steers the probes.
-            sigma, f_sigma = _root_in_log(lambda s: account(s, q, t), target, unsafe[0], safe,
-                                          unsafe[1], f_safe, tol)
-            return sigma, f_sigma
-    return sigma, account(sigma, q, t)
-
-
-# Accuracies of the cheap PLD probes that narrow the bracket before the default grid is used.
-_PLD_PROBE_ACCURACIES = (0.1, 0.03, 0.01)
-# The PLD bracket is not narrowed below this relative width: the default grid's own error
-# (about 0.5% of epsilon) dominates there, and every probe is a full PLD evaluation.
-_PLD_MIN_RTOL = 1e-3
-
-
-def _pld_bracket(
-    q: float, t: int, delta: float, target: float, safe: float, counter: _Counter
-) -> tuple[tuple[float, float] | None, float]:
-    """Narrow ``[unsafe, safe]`` for the PLD noise multiplier with cheap, coarse-grid probes.
-
-    A coarse PLD still gives certified bounds, only wider: a probe whose upper bound
-    meets the target proves its noise multiplier safe, and one whose lower bound
-    exceeds the target proves it unsafe for every accountant (the true epsilon is
-    above the target). Undecided probes split the bracket where it is proven. Each
-    accuracy level costs a fraction of a default-grid evaluation (the FFT size scales
-    like 1/accuracy), so only the last few probes of the search pay the full price.
-    Returns ``((unsafe, its coarse upper bound) or None, safe)``; ``safe`` is certified by
-    a coarse upper bound.
-    """
-    from dpacct.pld import PLDAccountant
-
-    def bounds(sigma: float, accuracy: float) -> tuple[float, float]:
-        counter.calls += 1
-        acct = PLDAccountant(relative_accuracy=accuracy).step(
-            noise_multiplier=sigma, sampling_probability=q, count=t
-        )
-        lower, upper = acct.epsilon_bounds(delta)
-        return float(lower), float(upper)
-
-    unsafe: tuple[float, float] | None = None
-    for accuracy in _PLD_PROBE_ACCURACIES:
-        if unsafe is None:  # find a proven-unsafe lower end below the safe one
-            x = safe
-            while x > _SIGMA_RANGE[0]:
-                x *= 1.0 - 4.0 * accuracy
-                lower, upper = bounds(x, accuracy)
-                if lower > target:
-                    unsafe = (x, upper)
-                    break
-                if upper <= target:
-                    safe = x
-            if unsafe is None:
-                return None, safe
-        # Bisect in log sigma while the probes can still decide (about 8 halvings of a bracket
-        # a few accuracies wide); an undecided probe ends this level.
-        for _ in range(8):
-            mid = math.sqrt(unsafe[0] * safe)
-            lower, upper = bounds(mid, accuracy)
-            if upper <= target:
-                safe = mid
-            elif lower > target:
-                unsafe = (mid, upper)
-            else:
-                break
-    return unsafe, safe
-
-
-def _smallest_safe_below(
-    f: Callable[[float], float], target: float, safe: float, tol: float
-) -> tuple[float, float]:
-    """Smallest x <= safe with f(x) <= target for a decreasing f, given that f(safe) <= target."""
-    f_safe = f(safe)
-    if f_safe > target:  # the guide was not an upper bound after all: search from scratch
-        return _smallest_safe(f, target, _SIGMA_RANGE, tol, "noise_multiplier")
-    factor = 0.98
-    while True:
-        x = safe * factor
-        if x < _SIGMA_RANGE[0]:
-            return safe, f_safe
-        fx = f(x)
-        if fx > target:
-            return _root_in_log(f, target, x, safe, fx, f_safe, tol)
-        safe, f_safe = x, fx
-        factor = factor**2
-
-
-def _log_gap(value: float, target: float) -> float:
-    """log(value / target), +inf for an infinite epsilon."""
-    if value == 0.0:
-        return -math.inf
-    return math.log(value) - math.log(target)
-
-
-def _root_in_log(
-    f: Callable[[float], float], target: float, unsafe: float, safe: float, f_unsafe: float, f_safe: float, tol: float
-) -> tuple[float, float]:
-    """Shrink the bracket between ``unsafe`` (f > target) and ``safe`` (f <= target).
-
-    Works on log x with the Illinois variant of regula falsi, falling back to
-    bisection when a value is infinite and clamping each probe to the inner 90%
-    of the bracket, so the bracket shrinks on every step. Returns the safe end
-    and its value.
-    """
-    u_unsafe, u_safe = math.log(unsafe), math.log(safe)
-    h_unsafe, h_safe = _log_gap(f_unsafe, target), _log_gap(f_safe, target)
-    side = 0
-    while abs(u_safe - u_unsafe) > math.log1p(tol):
-        low, high = min(u_unsafe, u_safe), max(u_unsafe, u_safe)
-        margin = 0.05 * (high - low)
-        if math.isfinite(h_unsafe) and math.isfinite(h_safe) and h_unsafe != h_safe:
-            u = u_safe - h_safe * (u_safe - u_unsafe) / (h_safe - h_unsafe)
-            u = min(max(u, low + margin), high - margin)
-        else:
-            u = 0.5 * (u_unsafe + u_safe)
-        x = math.exp(u)
-        fx = f(x)
-        h = _log_gap(fx, target)
-        if h <= 0.0:
-            u_safe, h_safe, safe, f_safe = u, h, x, fx
-            if side == -1:
-                h_unsafe /= 2.0  # Illinois: stop the unsafe end from sticking
-            side = -1
-        else:
-            u_unsafe, h_unsafe = u, h
-            if side == 1:
-                h_safe /= 2.0
-            side = 1
-    return safe, f_safe
-
-
-def _smallest_safe(
-    f: Callable[[float], float], target: float, bounds: tuple[float, float], tol: float, name: str
-) -> tuple[float, float]:
-    """Smallest x in ``bounds`` with f(x) <= target for a decreasing f (up to ``tol``)."""
-    x, fx = 1.0, f(1.0)
-    if fx <= target:
-        safe, f_safe = x, fx
-        while True:
-            x /= 4.0
-            if x < bounds[0]:
-                return safe, f_safe  # every noise level down to the bound meets the budget
-            fx = f(x)
-            if fx > target:
-                return _root_in_log(f, target, x, safe, fx, f_safe, tol)
-            safe, f_safe = x, fx
-    unsafe, f_unsafe = x, fx
-    while True:
-        x *= 4.0
-        if x > bounds[1]:
-            msg = f"no {name} up to {bounds[1]:g} meets epsilon <= {target:g}"
-            raise ValueError(msg)
-        fx = f(x)
-        if fx <= target:
-            return _root_in_log(f, target, unsafe, x, f_unsafe, fx, tol)
-        unsafe, f_unsafe = x, fx
+        start = guide.safe
+        if f is account and guide.fallback is not None and guide.fallback != guide.safe and f(start) > target:
+            start = guide.fallback
+        sigma, f_sigma = smallest_safe_below(f, target, start, tol)
+    if f is account:
+        return sigma, f_sigma
+    achieved = account(sigma)
+    if achieved > target:  # the search function was not an upper bound here: search with the accountant
+        return smallest_safe_below(account, target, sigma, tol)
+    return sigma, achieved
 
 
 def _largest_safe_probability(f: Callable[[float], float], target: float, tol: float) -> tuple[float, float]:
@@ -414,10 +241,10 @@ def _largest_safe_probability(f: Callable[[float], float], target: float, tol: f
         x /= 4.0
         if x < _MIN_SAMPLING_PROBABILITY:
             msg = f"no sampling_probability down to {_MIN_SAMPLING_PROBABILITY:g} meets epsilon <= {target:g}"
-            raise ValueError(msg)
+            raise BudgetUnreachableError(msg)
         fx = f(x)
         if fx <= target:
-            return _root_in_log(f, target, unsafe, x, f_unsafe, fx, tol)
+            return root_in_log(f, target, unsafe, x, f_unsafe, fx, tol)
         unsafe, f_unsafe = x, fx
 
 
@@ -426,7 +253,7 @@ def _largest_safe_steps(f: Callable[[int], float], target: float) -> tuple[int, 
     f_one = f(1)
     if f_one > target:
         msg = f"a single step already gives epsilon = {f_one:.6g} > {target:g}; no number of steps meets the budget"
-        raise ValueError(msg)
+        raise BudgetUnreachableError(msg)
     safe, f_safe = 1, f_one
     unsafe = 2
     while True:
@@ -437,7 +264,7 @@ def _largest_safe_steps(f: Callable[[int], float], target: float) -> tuple[int, 
         unsafe *= 2
         if unsafe > _MAX_STEPS:
             msg = f"more than {_MAX_STEPS:g} steps meet epsilon <= {target:g}; the noise is too large to calibrate steps"
-            raise ValueError(msg)
+            raise BudgetUnreachableError(msg)
     while unsafe - safe > 1:
         mid = (safe + unsafe) // 2
         value = f(mid)

@@ -5,10 +5,7 @@ r"""Classic :math:`(\varepsilon, \delta)` composition, amplification by sampling
   :func:`optimal_composition_epsilon` for k-fold homogeneous composition (Kairouz, Oh,
   Viswanath 2015, Thm 3.3), evaluated exactly in log space.
 * :func:`poisson_subsampling`: amplification by Poisson sampling (Li, Qardaji, Su 2012).
-* DP dropout (Ermiş & Cemgil): the two calibrations of the noise multiplier for a total
-  :math:`(\varepsilon, \delta)`, :func:`dpd_ac_noise_multiplier` and
-  :func:`dpd_zcdp_noise_multiplier`, and :func:`dropout_rates`, the per-weight
-  Gaussian-dropout rates that match the noise.
+* DP dropout lives in :mod:`dpacct.dropout`; its names are re-exported here.
 """
 
 from __future__ import annotations
@@ -24,7 +21,6 @@ from scipy import special
 
 from dpacct import _check
 from dpacct._shape import unwrap
-from dpacct.zcdp import _gaussian_rho, random_sampling_epsilon_heuristic, rho_to_epsilon
 
 __all__ = [
     "DPD_ACCOUNTINGS",
@@ -34,7 +30,10 @@ __all__ = [
     "advanced_composition",
     "basic_composition",
     "classical_gaussian_noise_multiplier",
+    "DPD_PAPER_METHODS",
+    "PAPER_KIND",
     "dpd_ac_noise_multiplier",
+    "dpd_paper_noise_multiplier",
     "dpd_zcdp_noise_multiplier",
     "dropout_rates",
     "optimal_composition_delta",
@@ -329,278 +328,15 @@ def classical_gaussian_noise_multiplier(*, epsilon: float, delta: float) -> floa
     return math.sqrt(2.0 * math.log(1.25 / d)) / eps * _UP
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DropoutCalibration:
-    """A noise multiplier for DP dropout and how it was obtained.
-
-    ``kind`` says what the guarantee is (certified, or a heuristic); ``details``
-    holds the intermediate quantities (per-step epsilon and delta, rho, epochs).
-    """
-
-    noise_multiplier: float
-    method: str
-    accounting: str
-    kind: str
-    epsilon: float
-    delta: float
-    details: dict[str, float] = field(default_factory=dict)
-
-
-def _dpd_inputs(epsilon: Any, delta: Any, steps: Any, sampling_probability: Any) -> tuple[float, float, int, float]:
-    eps = _check.positive("epsilon", epsilon)
-    d = _check.delta(delta)
-    t = _check.count("steps", steps)
-    if t < 1:
-        msg = f"steps must be an integer >= 1, got {t}"
-        raise ValueError(msg)
-    nu = _check.probability("sampling_probability", sampling_probability)
-    if nu == 0.0:
-        msg = f"sampling_probability must be in (0, 1], got {nu!r}"
-        raise ValueError(msg)
-    return eps, d, t, nu
-
-
-def dpd_ac_noise_multiplier(
-    *, epsilon: float, delta: float, steps: int, sampling_probability: float, delta_slack_fraction: float = 0.5
-) -> DropoutCalibration:
-    r"""DPD-AC: noise multiplier for a total :math:`(\varepsilon, \delta)` by advanced composition.
-
-    Parameters
-    ----------
-    epsilon : float
-        Total epsilon, finite and ``> 0``.
-    delta : float
-        Total delta in ``(0, 1)``.
-    steps : int
-        Number T of noisy steps, ``>= 1``.
-    sampling_probability : float
-        Poisson rate :math:`\nu \in (0, 1]` of each step's batch.
-    delta_slack_fraction : float
-        Fraction f of ``delta`` given to the advanced-composition slack
-        :math:`\delta' = f\delta`; the steps get :math:`(1-f)\delta/T` each. Default 0.5.
-
-    Returns
-    -------
-    DropoutCalibration
-        A certified calibration: with this noise multiplier (relative to the
-        sensitivity 2C of DPD), T steps are (epsilon, delta)-DP.
-
-    Raises
-    ------
-    ValueError
-        If the per-step epsilon :math:`\varepsilon_0` comes out ``>= 1``, where the
-        classical Gaussian formula is not valid (the message says what to change).
-
-    Notes
-    -----
-    Work backwards: find the per-step :math:`\varepsilon_s` with
-    :math:`\varepsilon_s\sqrt{2T\log(1/\delta')} + T\varepsilon_s(e^{\varepsilon_s}-1) \le \varepsilon`
-    (advanced composition), undo the amplification by sampling at rate :math:`\nu`,
-    :math:`\varepsilon_0 = \log(1 + (e^{\varepsilon_s}-1)/\nu)`,
-    :math:`\delta_0 = (1-f)\delta/(T\nu)`, and calibrate the Gaussian classically,
-    :math:`\sigma = \sqrt{2\log(1.25/\delta_0)}/\varepsilon_0` (valid for
-    :math:`\varepsilon_0 < 1`). SPEC 3; B. Ermiş and A. T. Cemgil, "Differentially
-    Private Dropout", arXiv:1712.01665.
-
-    Examples
-    --------
-    >>> r = dpd_ac_noise_multiplier(epsilon=1.0, delta=1e-5, steps=1000, sampling_probability=0.01)
-    >>> round(r.noise_multiplier, 2)
-    11.29
-    """
-    eps, d, t, nu = _dpd_inputs(epsilon, delta, steps, sampling_probability)
-    f = _check.real("delta_slack_fraction", delta_slack_fraction)
-    if not 0.0 < f < 1.0:
-        msg = f"delta_slack_fraction must be in (0, 1), got {f!r}"
-        raise ValueError(msg)
-    slack = f * d
-    root = math.sqrt(2.0 * t * math.log(1.0 / slack))
-
-    def total(x: float) -> float:
-        return (x * root + t * x * math.expm1(x)) * _UP
-
-    low, high = 0.0, eps / root  # total(high) >= eps since the second term is >= 0
-    while high - low > 1e-15 * high:
-        mid = 0.5 * (low + high)
-        if total(mid) <= eps:
-            low = mid
-        else:
-            high = mid
-    eps_step = low  # total(low) <= eps: the safe end
-    delta_step = (1.0 - f) * d / t
-    eps0 = math.log1p(math.expm1(eps_step) / nu) / _UP  # rounded down: a smaller eps0 only adds noise
-    delta0 = delta_step / nu
-    if not eps0 < 1.0:
-        msg = (f"the per-step epsilon0 = {eps0:.6g} must be < 1 for the classical Gaussian calibration; "
-               "increase steps or sampling_probability, or decrease epsilon")
-        raise ValueError(msg)
-    if not delta0 < 1.0:
-        msg = f"the per-step delta0 = {delta0:.6g} must be < 1; increase steps or sampling_probability"
-        raise ValueError(msg)
-    sigma = classical_gaussian_noise_multiplier(epsilon=eps0, delta=delta0)
-    return DropoutCalibration(
-        noise_multiplier=sigma, method="DPD-AC", accounting="advanced_composition", kind="certified",
-        epsilon=eps, delta=d,
-        details={"per_step_epsilon": eps0, "per_step_delta": delta0, "amplified_epsilon": eps_step,
-                 "amplified_delta": delta_step, "delta_slack": slack},
-    )
-
-
-#: Accountings :func:`dpd_zcdp_noise_multiplier` offers; the second is a heuristic.
-DPD_ACCOUNTINGS = ("random_reshuffling", "heuristic_random_sampling")
-
-
-def dpd_zcdp_noise_multiplier(
-    *, epsilon: float, delta: float, steps: int, sampling_probability: float, accounting: str,
-    conversion: str = "rdp",
-) -> DropoutCalibration:
-    r"""DPD-zCDP: noise multiplier for a total :math:`(\varepsilon, \delta)` through zCDP.
-
-    Parameters
-    ----------
-    epsilon, delta, steps, sampling_probability
-        As in :func:`dpd_ac_noise_multiplier`.
-    accounting : {"random_reshuffling", "heuristic_random_sampling"}
-        Which zCDP analysis of the batches; there is no default, because the two
-        answer different questions:
-
-        * ``"random_reshuffling"`` (certified): batches are disjoint within each of
-          :math:`E = \lceil T\nu \rceil` epochs, each epoch costs :math:`1/(2\sigma^2)`
-          (Yu et al. 2019, Thm 2), and the total :math:`E/(2\sigma^2)` is converted with
-          ``conversion``.
-        * ``"heuristic_random_sampling"`` (**heuristic, not a proven bound**): Poisson
-          batches with the per-step :math:`\nu^2/\sigma^2` of Yu et al. 2019, Thm 3
-          (:func:`dpacct.zcdp.random_sampling_epsilon_heuristic`), limited to
-          :math:`\sigma \le 1/(16\nu)`. This is the calibration under which zCDP gives a
-          much smaller noise multiplier than DPD-AC.
-    conversion : {"rdp", "simple"}
-        zCDP to (epsilon, delta) conversion (random reshuffling only).
-
-    Returns
-    -------
-    DropoutCalibration
-        ``kind`` is ``"certified"`` or the heuristic label; the noise multiplier is
-        the smallest found (bisection to relative 1e-12, safe end) meeting the budget.
-
-    Notes
-    -----
-    zCDP cannot express amplification by Poisson subsampling with a certified
-    bound, which is why the accounting must be named. SPEC 3; B. Ermiş and
-    A. T. Cemgil, "Differentially Private Dropout", arXiv:1712.01665.
-
-    Examples
-    --------
-    >>> r = dpd_zcdp_noise_multiplier(epsilon=1.0, delta=1e-5, steps=1000, sampling_probability=0.01,
-    ...                               accounting="heuristic_random_sampling")
-    >>> round(r.noise_multiplier, 3), r.kind.startswith("heuristic")
-    (2.247, True)
-    """
-    eps, d, t, nu = _dpd_inputs(epsilon, delta, steps, sampling_probability)
-    method = _check.one_of("accounting", accounting, DPD_ACCOUNTINGS)
-    if method == "random_reshuffling":
-        epochs = math.ceil(t * nu - 1e-12 * t * nu)
-
-        def epsilon_at(sigma: float) -> float:
-            return float(rho_to_epsilon(rho=epochs * _gaussian_rho(sigma), delta=d, conversion=conversion))
-
-        low, high = 1e-3, 1.0
-        while epsilon_at(high) > eps:
-            low, high = high, 2.0 * high
-        while epsilon_at(low) <= eps and low > 1e-300:
-            low *= 0.5
-        while high - low > 1e-12 * high:
-            mid = 0.5 * (low + high)
-            if epsilon_at(mid) <= eps:
-                high = mid
-            else:
-                low = mid
-        return DropoutCalibration(
-            noise_multiplier=high, method="DPD-zCDP", accounting=method, kind="certified", epsilon=eps, delta=d,
-            details={"epochs": float(epochs), "rho": epochs * _gaussian_rho(high), "achieved_epsilon": epsilon_at(high)},
-        )
-
-    def heuristic_at(sigma: float) -> float:
-        return random_sampling_epsilon_heuristic(
-            noise_multiplier=sigma, sampling_probability=nu, steps=t, delta=d
-        ).epsilon
-
-    sigma_max = 1.0 / (16.0 * nu)
-    if heuristic_at(sigma_max) > eps:
-        msg = (f"epsilon = {eps!r} is not reached within the validity range noise_multiplier <= 1/(16 "
-               f"sampling_probability) = {sigma_max:.6g} of the heuristic; decrease sampling_probability or steps")
-        raise ValueError(msg)
-    low, high = 0.0, sigma_max
-    while high - low > 1e-12 * high:
-        mid = 0.5 * (low + high)
-        if heuristic_at(mid) <= eps:
-            high = mid
-        else:
-            low = mid
-    result = random_sampling_epsilon_heuristic(noise_multiplier=high, sampling_probability=nu, steps=t, delta=d)
-    return DropoutCalibration(
-        noise_multiplier=high, method="DPD-zCDP", accounting=method, kind=result.kind, epsilon=eps, delta=d,
-        details={"rho": result.rho, "achieved_epsilon": result.epsilon},
-    )
-
-
-class DropoutRates(NamedTuple):
-    """Per-weight Gaussian-dropout parameters matching DPD's noise.
-
-    ``variance_ratio`` is :math:`a_{ij} = (2C\\sigma)^2/\\theta_{ij}^2` (``inf`` for a zero
-    weight); ``drop_probability`` is :math:`p = a/(1+a)` (1 for a zero weight).
-    """
-
-    variance_ratio: float | NDArray[np.float64]
-    drop_probability: float | NDArray[np.float64]
-
-
-def dropout_rates(*, noise_multiplier: float, clip_norm: float, weights: ArrayLike) -> DropoutRates:
-    r"""Gaussian-dropout rates whose multiplicative noise matches DPD's additive noise.
-
-    Parameters
-    ----------
-    noise_multiplier : float
-        :math:`\sigma`, finite and ``> 0``.
-    clip_norm : float
-        Clipping norm C, finite and ``> 0`` (DPD's sensitivity is 2C).
-    weights : float or array_like
-        Weights :math:`\theta_{ij}` (finite).
-
-    Returns
-    -------
-    DropoutRates
-        Exact closed forms (scalar in, float out).
-
-    Notes
-    -----
-    Gaussian dropout with rate p multiplies a weight by noise of variance
-    :math:`a = p/(1-p)`; DPD's update noise :math:`N(0, (2C\sigma)^2)` equals the
-    multiplicative noise :math:`a_{ij}\theta_{ij}^2` for :math:`a_{ij} = (2C\sigma)^2/\theta_{ij}^2`,
-    so :math:`p_{ij} = (2C\sigma)^2 / ((2C\sigma)^2 + \theta_{ij}^2)` (SPEC 3; Ermiş & Cemgil).
-
-    Examples
-    --------
-    >>> r = dropout_rates(noise_multiplier=1.0, clip_norm=0.5, weights=[1.0, 2.0, 0.0])
-    >>> r.variance_ratio.tolist(), r.drop_probability.tolist()
-    ([1.0, 0.25, inf], [0.5, 0.2, 1.0])
-    """
-    sigma = _check.noise_multiplier(noise_multiplier)
-    c = _check.positive("clip_norm", clip_norm)
-    if isinstance(weights, (str, bytes)):
-        msg = f"weights must be a real number or an array of them, got {type(weights).__name__}"
-        raise TypeError(msg)
-    theta = np.asarray(weights)
-    if theta.dtype == np.bool_ or not (np.issubdtype(theta.dtype, np.floating) or np.issubdtype(theta.dtype, np.integer)):
-        msg = f"weights must be a real number or an array of them, got {type(weights).__name__}"
-        raise TypeError(msg)
-    theta = np.asarray(theta, dtype=np.float64)
-    if not np.isfinite(theta).all():
-        bad = float(theta.ravel()[int(np.flatnonzero(~np.isfinite(theta.ravel()))[0])])
-        msg = f"weights must all be finite, got {bad!r}"
-        raise ValueError(msg)
-    scale = 2.0 * c * sigma
-    ratio = np.abs(theta) / scale  # theta / (2 C sigma): no overflow from squaring the scale
-    with np.errstate(divide="ignore", under="ignore"):  # a zero weight has a = inf (p = 1): intended
-        variance_ratio = 1.0 / (ratio * ratio)
-        probability = 1.0 / (1.0 + ratio * ratio)
-    return DropoutRates(unwrap(variance_ratio), unwrap(probability))
+# DP dropout moved to dpacct.dropout; its names stay importable from here.
+from dpacct.dropout import (  # noqa: E402  (after the helpers dpacct.dropout imports from this module)
+    DPD_ACCOUNTINGS,
+    DPD_PAPER_METHODS,
+    PAPER_KIND,
+    DropoutCalibration,
+    DropoutRates,
+    dpd_ac_noise_multiplier,
+    dpd_paper_noise_multiplier,
+    dpd_zcdp_noise_multiplier,
+    dropout_rates,
+)

@@ -19,6 +19,19 @@ Every number dpacct reports says what kind of number it is:
 A :class:`Value` is one such number; an :class:`Interval` is a certified
 ``lower <= truth <= upper`` pair. Both carry the ``method`` that produced them and
 free-form ``details``; :func:`to_json` turns either into plain JSON data.
+
+Names follow one scheme across the package:
+
+* conversions between privacy notions are ``<target>_from_<source>``:
+  ``epsilon_from_rdp``, ``delta_from_rdp``, ``epsilon_from_rho``, ``delta_from_rho``,
+  ``rho_from_pure_dp`` (the former ``rho_to_epsilon``-style names remain as deprecated aliases);
+* a point on one mechanism's own curve is ``<quantity>_for_<quantity>``:
+  ``dpacct.gaussian.epsilon_for_delta``; an accountant's are ``get_epsilon(delta)`` and
+  ``get_delta(epsilon)``; a certified pair is ``*_bounds`` (an :class:`Interval`);
+* the add/remove relation's directions are ``"remove"`` and ``"add"``;
+* counts: ``count`` in ``compose``, ``steps`` for the total number of noisy steps,
+  ``epochs`` for passes over the data, ``participations`` for the steps one record is in
+  (:mod:`dpacct.run`).
 """
 
 from __future__ import annotations
@@ -34,7 +47,7 @@ from numpy.typing import NDArray
 __all__ = ["GUARANTEES", "KINDS", "Interval", "Kind", "Quantity", "Value", "to_json"]
 
 Kind = Literal["upper bound", "lower bound", "exact", "estimate", "heuristic", "conjectured"]
-Quantity = Literal["epsilon", "delta", "rho", "mu", "tpr", "advantage", "tradeoff"]
+Quantity = Literal["epsilon", "delta", "rho", "mu", "tpr", "advantage", "tradeoff", "noise_multiplier"]
 
 #: Every kind, in the order above.
 KINDS: tuple[Kind, ...] = ("upper bound", "lower bound", "exact", "estimate", "heuristic", "conjectured")

@@ -2,7 +2,7 @@
 
 References: L. Chua, B. Ghazi, P. Kamath, R. Kumar, P. Manurangsi, A. Sinha, C. Zhang,
 "How Private are DP-SGD Implementations?", ICML 2024, arXiv:2403.17673 (values as quoted
-in SPEC §7); mpmath at 500 digits for the event probabilities; scipy's log_ndtr for an
+in Chua et al. 2024, arXiv:2403.17673); mpmath at 500 digits for the event probabilities; scipy's log_ndtr for an
 independent evaluation of the paper's 0.01 grid.
 """
 
@@ -58,30 +58,30 @@ def mp_log_event(sigma: float, steps: int, c: float) -> tuple[float, float]:
         return float(mpmath.log(p)), float(mpmath.log(q))
 
 
-# -- the paper's visible values (SPEC §7) ------------------------------------------------------
+# -- the paper's visible values (Chua et al. 2024) --------------------------------------------------------
 
 
 def test_shuffle_lower_bound_at_eps4_matches_paper() -> None:
-    """delta_S(4) >= 0.226 at sigma=0.4, T=1e4 (Chua et al. 2024, as quoted in SPEC §7)."""
+    """delta_S(4) >= 0.226 at sigma=0.4, T=1e4 (Chua et al. 2024, arXiv:2403.17673, Section 3)."""
     value = float(ablq.delta_shuffle_lower(noise_multiplier=0.4, steps=10_000, epsilon=4.0))
     assert 0.226 <= value < 0.226 * (1 + PAPER_DIGIT)
 
 
 def test_shuffle_lower_bound_at_eps12_matches_paper() -> None:
-    """delta_S(12) >= 7.47e-5 at sigma=0.4, T=1e4 (Chua et al. 2024, as quoted in SPEC §7)."""
+    """delta_S(12) >= 7.47e-5 at sigma=0.4, T=1e4 (Chua et al. 2024, arXiv:2403.17673, Section 3)."""
     value = float(ablq.delta_shuffle_lower(noise_multiplier=0.4, steps=10_000, epsilon=12.0))
     assert 7.47e-5 <= value < 7.47e-5 * (1 + PAPER_DIGIT)
 
 
 def test_deterministic_at_eps4_matches_paper() -> None:
-    """delta_D(4) ~= 0.244 at sigma=0.4 (Gaussian curve; Chua et al. 2024 via SPEC §7, 3 digits)."""
+    """delta_D(4) ~= 0.244 at sigma=0.4 (Gaussian curve; Chua et al. 2024, 3 digits)."""
     bound = ablq.delta_deterministic(noise_multiplier=0.4, epsilon=4.0)
     assert bound.kind == "exact"
     assert abs(float(bound) - 0.244) <= 0.0005
 
 
 def test_shuffle_epsilon_lower_bound_matches_paper() -> None:
-    """eps_S(1e-6) >= 14.45 at sigma=0.4, T=1e5 (Chua et al. 2024, as quoted in SPEC §7)."""
+    """eps_S(1e-6) >= 14.45 at sigma=0.4, T=1e5 (Chua et al. 2024, arXiv:2403.17673, Section 3)."""
     value = float(ablq.epsilon_shuffle_lower(noise_multiplier=0.4, steps=100_000, delta=1e-6))
     assert 14.45 <= value < 14.46
 
@@ -97,7 +97,7 @@ def test_poisson_delta_at_eps4_matches_paper() -> None:
 
 
 def test_poisson_epsilon_at_t1e5_matches_paper() -> None:
-    """eps_P(1e-6) ~= 3 at sigma=0.4, T=1e5 (PLD; Chua et al. 2024 via SPEC §7): the certified interval brackets 3 +- 3%."""
+    """eps_P(1e-6) ~= 3 at sigma=0.4, T=1e5 (PLD; Chua et al. 2024): the certified interval brackets 3 +- 3%."""
     bounds = ablq.epsilon_poisson_bounds(noise_multiplier=0.4, steps=100_000, delta=1e-6)
     assert 2.9 <= float(bounds.lower) <= 3.0 <= float(bounds.upper) <= 3.09
     assert float(bounds.upper) < float(bounds.rdp_upper)
@@ -121,7 +121,7 @@ def test_poisson_epsilon_bounds_certified_and_ordered() -> None:
 )
 def test_event_probabilities_match_mpmath(sigma: float, steps: int, c: float) -> None:
     """log P_S(E_C) and log Q_S(E_C) agree with 500-digit mpmath, including where P, Q are far below 1e-300."""
-    log_p, log_q = _core.ablq.log_event(sigma, float(steps), np.array([c]))
+    log_p, log_q = _core.samplers.log_event(sigma, float(steps), np.array([c]))
     ref_p, ref_q = mp_log_event(sigma, steps, c)
     np.testing.assert_allclose(log_p[0], ref_p, rtol=RTOL_EVENT)
     np.testing.assert_allclose(log_q[0], ref_q, rtol=RTOL_EVENT)
@@ -129,7 +129,7 @@ def test_event_probabilities_match_mpmath(sigma: float, steps: int, c: float) ->
 
 def test_event_probabilities_far_tail_stay_finite() -> None:
     """At C = 1000 (P ~ e^-3e6) the logs are finite, where 1 - Phi(a) Phi(c)^(T-1) would round to 0."""
-    log_p, log_q = _core.ablq.log_event(0.4, 1e7, np.array([1000.0]))
+    log_p, log_q = _core.samplers.log_event(0.4, 1e7, np.array([1000.0]))
     assert np.isfinite(log_p[0]) and np.isfinite(log_q[0]) and log_p[0] > log_q[0]
     # Leading term of the Gaussian tail: log Phi(-x) ~ -x^2/2 - log(x sqrt(2 pi)), x = (C - 2)/sigma.
     x = 998.0 / 0.4
@@ -264,7 +264,7 @@ def test_epsilon_sweep_is_fast() -> None:
     times = []
     for _ in range(20):
         start = time.perf_counter()
-        _core.ablq.epsilon_lower(0.4, 1e5, np.array([1e-6]))
+        _core.samplers.epsilon_lower(0.4, 1e5, np.array([1e-6]))
         times.append(time.perf_counter() - start)
     assert float(np.median(times)) < 0.02
 
@@ -305,7 +305,7 @@ def test_compare_samplers_needs_exactly_one_target() -> None:
     ("kwargs", "error", "message"),
     [
         ({"steps": 0}, ValueError, r"^steps must be an integer >= 1, got 0$"),
-        ({"steps": 2.5}, ValueError, r"^steps must be an integer >= 0, got 2\.5$"),
+        ({"steps": 2.5}, ValueError, r"^steps must be an integer >= 1, got 2\.5$"),
         ({"epochs": 0}, ValueError, r"^epochs must be an integer >= 1, got 0$"),
         ({"noise_multiplier": -1.0}, ValueError, r"^noise_multiplier must be finite and > 0, got -1\.0$"),
         ({"epsilon": -1.0}, ValueError, r"^epsilon must be finite and >= 0, got -1\.0$"),
@@ -324,11 +324,11 @@ def test_shuffle_lower_rejects(kwargs: dict[str, object], error: type[Exception]
 def test_core_rejects_bad_input() -> None:
     """The C++ kernel validates its own input with the project's message format."""
     with pytest.raises(ValueError, match=r"^steps must be finite and >= 1, got 0\.5$"):
-        _core.ablq.log_delta_lower(1.0, 0.5, np.array([1.0]))
+        _core.samplers.log_delta_lower(1.0, 0.5, np.array([1.0]))
     with pytest.raises(ValueError, match=r"^delta must be in \(0, 1\), got 0$"):
-        _core.ablq.epsilon_lower(1.0, 10.0, np.array([0.0]))
+        _core.samplers.epsilon_lower(1.0, 10.0, np.array([0.0]))
     with pytest.raises(ValueError, match=r"^threshold must be finite, got inf$"):
-        _core.ablq.log_event(1.0, 10.0, np.array([math.inf]))
+        _core.samplers.log_event(1.0, 10.0, np.array([math.inf]))
 
 
 # -- the sampler-aware one-call API ----------------------------------------------------------------
@@ -396,7 +396,7 @@ def test_calibrate_every_sampler(sampler: str) -> None:
 
 def test_fresh_permutation_is_the_default_for_several_epochs() -> None:
     """With E > 1 the default is a fresh permutation per epoch: the max-statistic PLD bound, below deterministic."""
-    from dpacct._ablq_fresh import delta_shuffle_lower_fresh
+    from dpacct.samplers.shuffle_fresh import delta_shuffle_lower_fresh
 
 
     fresh = ablq.delta_shuffle_lower(noise_multiplier=1.2, steps=1000, epsilon=2.0, epochs=4)
@@ -424,3 +424,26 @@ def test_conjectured_estimate_is_exported_and_labelled() -> None:
     """The Monte-Carlo estimate under Conjecture 3.2 is reachable from dpacct.ablq and says it is conjectured."""
     r = ablq.delta_shuffle_conjectured_mc(noise_multiplier=1.0, steps=1, epsilon=1.0, samples=2000)
     assert "conjectured" in r.kind and r.lower <= r.estimate <= r.upper
+
+
+def test_bounds_speak_the_shared_vocabulary() -> None:
+    """Each ablq number converts to a results.Value, each pair to a certified results.Interval."""
+    comparison = dpacct.ablq.compare_samplers(noise_multiplier=2.0, steps=100, delta=1e-5)
+    value = comparison.shuffle.lower.as_value()
+    assert value.kind == "lower bound" and value.quantity == "epsilon" and not value.is_guarantee
+    assert float(value) == float(comparison.shuffle.lower) and value.details["sampler"] == "shuffle"
+    interval = comparison.shuffle.as_interval()
+    assert interval.lower <= interval.upper and interval.upper == comparison.shuffle.upper.value
+    lower, upper = comparison.poisson.as_interval()
+    assert lower <= upper
+
+
+def test_a_bound_is_a_value() -> None:
+    """ablq/samplers.Bound is a results.Value: to_json and is_guarantee work on it directly."""
+    from dpacct.results import Value, to_json
+
+    bound = dpacct.samplers.epsilon_deterministic(noise_multiplier=1.0, delta=1e-5)
+    assert isinstance(bound, Value) and bound.is_guarantee and bound.kind == "exact"
+    assert to_json(bound)["value"] == float(bound) and to_json(bound)["kind"] == "exact"
+    lower = dpacct.samplers.epsilon_shuffle_lower(noise_multiplier=1.0, steps=100, delta=1e-5)
+    assert not lower.is_guarantee

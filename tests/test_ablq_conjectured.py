@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from scipy import optimize, special
 
 from dpacct import gaussian
-from dpacct._ablq_conjectured import (
+from dpacct.samplers.conjectured import (
     KIND,
     ConjecturedEstimate,
     delta_shuffle_conjectured_mc,
@@ -142,7 +142,7 @@ def test_conditional_reference_is_gaussian_for_t1() -> None:
 
 
 def test_threshold_lower_bound_reproduces_paper() -> None:
-    """The grid lower bound gives delta_S(4) >= 0.226 at sigma 0.4, T 10 000 (Chua et al. 2024, Section 3 / SPEC 7)."""
+    """The grid lower bound gives delta_S(4) >= 0.226 at sigma 0.4, T 10 000 (Chua et al. 2024, Section 3)."""
     assert threshold_lower_bound(0.4, 10_000, 4.0) == pytest.approx(0.226, abs=5e-4)
 
 
@@ -165,7 +165,7 @@ def test_t1_covers_gaussian_curve(sigma: float, eps: float) -> None:
 def test_t1_both_directions_equal() -> None:
     """For T = 1 both directions are the same Gaussian curve: each interval covers it."""
     exact = gaussian.delta_for_epsilon(noise_multiplier=0.7, epsilon=3.0)
-    for direction in ("pq", "qp"):
+    for direction in ("remove", "add"):
         r = delta_shuffle_conjectured_mc(
             noise_multiplier=0.7, steps=1, epsilon=3.0, samples=20_000, confidence=SIX_SIGMA, direction=direction
         )
@@ -181,10 +181,10 @@ def test_t1_both_directions_equal() -> None:
     ("sigma", "steps", "eps"),
     [(1.0, 2, 1.0), (0.5, 2, 4.0), (0.5, 2, 9.0), (0.8, 3, 1.5), (0.6, 3, 5.0)],
 )
-@pytest.mark.parametrize("direction", ["pq", "qp"])
+@pytest.mark.parametrize("direction", ["remove", "add"])
 def test_small_t_covers_quadrature(sigma: float, steps: int, eps: float, direction: str) -> None:
     """For T = 2, 3 the 6-sigma interval covers the quadrature value, whose own error is bounded by halving h."""
-    forward = direction == "pq"
+    forward = direction == "remove"
     h = 0.02 if steps == 2 else 0.04
     ref = hockey_stick_conditional(sigma, steps, eps, h, forward=forward)
     ref_fine = hockey_stick_conditional(sigma, steps, eps, h / 2, forward=forward)
@@ -209,10 +209,10 @@ def test_both_is_max_of_directions() -> None:
     """direction='both' returns the larger direction's estimate, on exactly the same samples."""
     kw = {"noise_multiplier": 0.8, "steps": 3, "epsilon": 1.0, "samples": 5_000, "seed": 7}
     both = delta_shuffle_conjectured_mc(**kw)
-    pq = delta_shuffle_conjectured_mc(**kw, direction="pq")
-    qp = delta_shuffle_conjectured_mc(**kw, direction="qp")
+    pq = delta_shuffle_conjectured_mc(**kw, direction="remove")
+    qp = delta_shuffle_conjectured_mc(**kw, direction="add")
     assert both.estimate == max(pq.estimate, qp.estimate) == pq.estimate
-    assert both.direction == "pq"
+    assert both.direction == "remove"
     # each direction is at level 1 - alpha/2 in 'both', so its interval is wider than alone
     assert both.upper > pq.upper
 
@@ -232,7 +232,7 @@ def test_between_threshold_lower_bound_and_deterministic(sigma: float, steps: in
 def test_paper_point_sigma04_t10000() -> None:
     """sigma 0.4, T 10 000, eps 4: the estimate is within 6 SE of [0.226, 0.244] (Chua et al. 2024, Section 3)."""
     r = delta_shuffle_conjectured_mc(
-        noise_multiplier=0.4, steps=10_000, epsilon=4.0, samples=8_000, confidence=SIX_SIGMA, direction="pq"
+        noise_multiplier=0.4, steps=10_000, epsilon=4.0, samples=8_000, confidence=SIX_SIGMA, direction="remove"
     )
     assert r.upper >= 0.226
     assert r.lower <= 0.2439
@@ -286,14 +286,14 @@ def test_epsilon_zero_when_delta_above_curve() -> None:
         ({"noise_multiplier": float("nan")}, ValueError, r"^noise_multiplier must be finite and > 0, got nan"),
         ({"noise_multiplier": "1"}, TypeError, r"^noise_multiplier must be a real number, got str"),
         ({"steps": 0}, ValueError, r"^steps must be an integer >= 1, got 0"),
-        ({"steps": 2.5}, ValueError, r"^steps must be an integer >= 0, got 2.5"),
+        ({"steps": 2.5}, ValueError, r"^steps must be an integer >= 1, got 2.5"),
         ({"epsilon": -0.1}, ValueError, r"^epsilon must be finite and >= 0, got -0.1"),
         ({"epsilon": float("inf")}, ValueError, r"^epsilon must be finite and >= 0, got inf"),
         ({"samples": 1}, ValueError, r"^samples must be an integer >= 2, got 1"),
         ({"confidence": 1.0}, ValueError, r"^confidence must be in \(0, 1\), got 1.0"),
         ({"seed": -3}, ValueError, r"^seed must be an integer >= 0 or None, got -3"),
         ({"seed": 1.5}, TypeError, r"^seed must be an integer or None, got float"),
-        ({"direction": "add"}, ValueError, r"^direction must be one of 'both', 'pq', 'qp', got 'add'"),
+        ({"direction": "up"}, ValueError, r"^direction must be one of 'both', 'remove', 'add', got 'up'"),
         ({"interval": "exact"}, ValueError, r"^interval must be one of 'normal', 'bernstein', got 'exact'"),
     ],
 )
@@ -335,7 +335,7 @@ def test_result_is_labelled_conjectured_and_frozen() -> None:
 def test_large_steps_are_chunked() -> None:
     """steps = 100 000 runs (chunked to bounded memory) and stays between the certified bounds."""
     r = delta_shuffle_conjectured_mc(
-        noise_multiplier=0.4, steps=100_000, epsilon=12.0, samples=300, confidence=SIX_SIGMA, direction="pq"
+        noise_multiplier=0.4, steps=100_000, epsilon=12.0, samples=300, confidence=SIX_SIGMA, direction="remove"
     )
     assert r.upper >= threshold_lower_bound(0.4, 100_000, 12.0)
     assert r.lower <= gaussian.delta_for_epsilon(noise_multiplier=0.4, epsilon=12.0)
@@ -371,3 +371,12 @@ def test_property_interval_is_consistent_with_certified_bounds(sigma: float, ste
     assert math.isfinite(r.upper)
     assert r.lower <= gaussian.delta_for_epsilon(noise_multiplier=sigma, epsilon=eps) * (1 + 1e-9)
     assert r.upper >= threshold_lower_bound(sigma, steps, eps) - 1e-12
+
+
+def test_former_direction_names_still_work_and_warn() -> None:
+    """direction="pq"/"qp" are deprecated aliases of "remove"/"add": same samples, same numbers."""
+    kw = {"noise_multiplier": 0.7, "steps": 3, "epsilon": 2.0, "samples": 2_000, "seed": 5}
+    with pytest.deprecated_call(match="use direction='remove'"):
+        old = delta_shuffle_conjectured_mc(**kw, direction="pq")  # type: ignore[arg-type]
+    new = delta_shuffle_conjectured_mc(**kw, direction="remove")  # type: ignore[arg-type]
+    assert old.estimate == new.estimate and old.direction == new.direction == "remove"

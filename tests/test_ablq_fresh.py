@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from scipy.special import log_ndtr
 
 from dpacct import gaussian
-from dpacct._ablq_fresh import delta_shuffle_lower_fresh, epsilon_shuffle_lower_fresh
+from dpacct.samplers.shuffle_fresh import delta_shuffle_lower_fresh, epsilon_shuffle_lower_fresh
 
 # The bound rounds each bucket's loss down by < D = 1e-4 (the default grid for E = 1),
 # so it dominates every test on the max statistic at epsilon + D rather than at epsilon.
@@ -22,7 +22,7 @@ TAIL_ATOL = 1e-20
 
 
 def _threshold_bound(sigma: float, steps: int, epsilon: np.ndarray) -> np.ndarray:
-    """max over C in 0..100 (step 0.01, the paper's scan) of P_S(E_C) - e^eps Q_S(E_C), SPEC §7."""
+    """max over C in 0..100 (step 0.01, the paper's scan) of P_S(E_C) - e^eps Q_S(E_C) (Chua et al. 2024)."""
     c = np.arange(0.0, 100.0 + 1e-9, 0.01)
     p = -np.expm1(log_ndtr((c - 2) / sigma) + (steps - 1) * log_ndtr(c / sigma))
     q = -np.expm1(log_ndtr((c - 1) / sigma) + (steps - 1) * log_ndtr(c / sigma))
@@ -40,13 +40,13 @@ def test_one_epoch_is_between_threshold_test_and_deterministic(sigma: float, ste
 
 
 def test_published_values() -> None:
-    """Chua et al., ICML 2024, arXiv:2403.17673 (SPEC §7), sigma 0.4, T 1e4: delta_S(4) >= 0.226, (12) >= 7.47e-5."""
+    """Chua et al., ICML 2024, arXiv:2403.17673, sigma 0.4, T 1e4: delta_S(4) >= 0.226, (12) >= 7.47e-5."""
     d4, d12 = delta_shuffle_lower_fresh(noise_multiplier=0.4, steps=10_000, epochs=1, epsilon=[4.0, 12.0])
     # Published numbers are rounded to 3 significant digits: tolerance half a unit in the last place.
     assert 0.226 - 5e-4 <= d4 <= 0.244
     assert d12 >= 7.47e-5 - 5e-8
     assert d4 <= gaussian.delta_for_epsilon(noise_multiplier=0.4, epsilon=4.0)
-    # SPEC §7: delta = 1e-6, T = 1e5, sigma = 0.4 gives eps_S >= 14.45 (4 significant digits).
+    # Chua et al. 2024: delta = 1e-6, T = 1e5, sigma = 0.4 gives eps_S >= 14.45 (4 significant digits).
     eps = epsilon_shuffle_lower_fresh(noise_multiplier=0.4, steps=100_000, epochs=1, delta=1e-6)
     assert 14.45 - 5e-3 <= eps <= gaussian.epsilon_for_delta(noise_multiplier=0.4, delta=1e-6)
 
@@ -63,7 +63,7 @@ def test_single_batch_is_the_gaussian_mechanism() -> None:
 
 @pytest.mark.parametrize("epochs", [2, 5])
 def test_multi_epoch_is_below_deterministic(epochs: int) -> None:
-    """E > 1: ours <= delta_D with sigma/sqrt(E) (shuffling never beats deterministic batches, SPEC §2.3/§7)."""
+    """E > 1: ours <= delta_D with sigma/sqrt(E) (shuffling never beats deterministic batches, Chua et al. 2024)."""
     eps = np.array([1.0, 4.0, 8.0])
     ours = delta_shuffle_lower_fresh(noise_multiplier=0.5, steps=1000, epochs=epochs, epsilon=eps)
     assert np.all(ours <= gaussian.delta_for_epsilon(noise_multiplier=0.5 / math.sqrt(epochs), epsilon=eps))

@@ -104,11 +104,11 @@ def test_extreme_valid_inputs_work() -> None:
 @pytest.mark.parametrize(
     ("call", "error", "message"),
     [
-        (lambda: dpacct.zcdp.rho_to_epsilon(rho=-1.0, delta=1e-5), ValueError, r"^rho must be finite and >= 0, got -1\.0$"),
-        (lambda: dpacct.zcdp.rho_to_epsilon(rho=1.0, delta=0.0), ValueError, r"^delta must be in \(0, 1\), got 0\.0$"),
-        (lambda: dpacct.zcdp.rho_to_epsilon(rho=1.0, delta=1e-5, conversion="x"), ValueError,
+        (lambda: dpacct.zcdp.epsilon_from_rho(rho=-1.0, delta=1e-5), ValueError, r"^rho must be finite and >= 0, got -1\.0$"),
+        (lambda: dpacct.zcdp.epsilon_from_rho(rho=1.0, delta=0.0), ValueError, r"^delta must be in \(0, 1\), got 0\.0$"),
+        (lambda: dpacct.zcdp.epsilon_from_rho(rho=1.0, delta=1e-5, conversion="x"), ValueError,
          r"^conversion must be one of 'rdp', 'simple', got 'x'$"),
-        (lambda: dpacct.zcdp.rho_to_delta(rho=math.inf, epsilon=1.0), ValueError, r"^rho must be finite and >= 0, got inf$"),
+        (lambda: dpacct.zcdp.delta_from_rho(rho=math.inf, epsilon=1.0), ValueError, r"^rho must be finite and >= 0, got inf$"),
         (lambda: dpacct.zcdp.gaussian_rho(noise_multiplier=0.0), ValueError,
          r"^noise_multiplier must be finite and > 0, got 0\.0$"),
         (lambda: dpacct.ZCDPAccountant().compose_rho(math.nan), ValueError, r"^rho must be finite and >= 0, got nan$"),
@@ -181,9 +181,9 @@ def test_zcdp_extreme_valid_inputs_work() -> None:
     """Tiny and huge rho, delta = 1e-300 and k = 10^5 optimal composition give finite, non-NaN answers."""
     for rho in (1e-300, 1e-12, 1e6):
         for d in (1e-300, 0.5):
-            value = dpacct.zcdp.rho_to_epsilon(rho=rho, delta=d)
+            value = dpacct.zcdp.epsilon_from_rho(rho=rho, delta=d)
             assert math.isfinite(value) and value >= 0
-    assert 0.0 <= dpacct.zcdp.rho_to_delta(rho=1e6, epsilon=1e3) <= 1.0
+    assert 0.0 <= dpacct.zcdp.delta_from_rho(rho=1e6, epsilon=1e3) <= 1.0
     big = dpacct.composition.optimal_composition_delta(epsilon=0.001, delta=1e-12, count=100_000, total_epsilon=0.5)
     assert 0.0 < big < 1.0
 

@@ -116,7 +116,7 @@ def test_integer_and_fractional_paths_agree_at_the_seam() -> None:
 
 
 def test_abadi_moments_accountant_reference() -> None:
-    """SPEC §4.5: q=0.01, sigma=4, delta=1e-5, T=10^4 gives eps ~ 1.26 (Abadi et al. 2016, Sec. 5.2)
+    """q=0.01, sigma=4, delta=1e-5, T=10^4 gives eps ~ 1.26 (Abadi et al. 2016, Sec. 5.2)
     with the classic conversion; the improved conversion is smaller."""
     classic = dpacct.epsilon(noise_multiplier=4.0, sampling_probability=0.01, steps=10_000, delta=1e-5,
                              conversion="classic")
@@ -177,3 +177,39 @@ def test_edge_of_grid_warns() -> None:
     acct = RDPAccountant(orders=[2.0, 3.0, 4.0]).compose(dpacct.GaussianMechanism(noise_multiplier=50.0))
     with pytest.warns(dpacct.OrderGridWarning, match="edge of the orders grid"):
         acct.get_epsilon(1e-5)
+
+
+def test_tiny_noise_answers_quickly_with_a_valid_bound() -> None:
+    """sigma = 1e-6 used to hang (quadrature work ~ 1/sigma^2); closed-form bounds answer at once.
+
+    Reference at order 1.5: two independent upper bounds, the chord between log A_1 = 0 and
+    the exact integer log A_2 = log(1 + q^2 (e^{1/sigma^2} - 1)) (Mironov, Talwar, Zhang
+    2019, arXiv:1908.10530, Section 3.1; mpmath, 30 digits) and the unsubsampled Gaussian's
+    order / (2 sigma^2) (joint quasi-convexity of the Renyi divergence); the value is the
+    smaller one up to the stated rounding margin (rtol 1e-12).
+    """
+    import time
+
+    q, sigma, order = 0.01, 1e-6, 1.5
+    with mp.workdps(30):
+        chord = float(mp.log(1 + mp.mpf(q) ** 2 * mp.expm1(1 / mp.mpf(sigma) ** 2)))
+    gaussian = order / (2 * sigma**2)
+    value = subsampled_gaussian_rdp(noise_multiplier=sigma, sampling_probability=q, orders=order)
+    assert min(chord, gaussian) <= value <= min(chord, gaussian) * (1 + 1e-12)
+    start = time.perf_counter()
+    with pytest.warns(dpacct.OrderGridWarning):  # the optimum is the smallest order, 1.01
+        eps = dpacct.epsilon(noise_multiplier=sigma, sampling_probability=q, steps=1000, delta=1e-5,
+                             accountant="rdp")
+    assert time.perf_counter() - start < 5.0
+    # The truth is far above 1e9: with probability 1 - (1 - q)^1000 >> delta the record is used
+    # at least once, and one use shifts the output by 1/sigma = 1e6 standard deviations (privacy
+    # loss ~ 1/(2 sigma^2) = 5e11). The bound is at most the unsubsampled composition's
+    # T/(2 sigma^2) plus the conversion term at the smallest order.
+    assert 1e9 < eps <= 1000 / (2 * sigma**2) * 1.02
+
+
+def test_infinite_order_is_refused_by_the_accountant() -> None:
+    with pytest.raises(ValueError, match="orders must all be finite"):
+        RDPAccountant(orders=[math.inf])
+    with pytest.raises(ValueError, match="orders must all be finite"):
+        RDPAccountant(orders=[2.0, math.inf])

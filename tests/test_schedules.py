@@ -1,4 +1,4 @@
-"""Noise schedules and budget allocation: SPEC 2.5 references, exact stopping rule, solver, cross-accountant runs."""
+"""Noise schedules and budget allocation: Yu et al. 2019 (Sec. IV-A) references, exact stopping rule, solver, cross-accountant runs."""
 
 from __future__ import annotations
 
@@ -30,9 +30,9 @@ from hypothesis import strategies as st  # noqa: E402
 
 # Schedule values are one or two floating-point operations away from the closed form.
 RTOL_SIGMA = 1e-14
-RHO = 0.78125  # SPEC 2.5 budget
+RHO = 0.78125  # the budget of Yu et al. 2019, Sec. IV-A
 
-SPEC_2_5 = [
+YU_EPOCHS = [
     pytest.param(Uniform(initial_noise_multiplier=8.0), 100, id="uniform-8"),
     pytest.param(TimeBased(initial_noise_multiplier=10.0, decay=0.05), 38, id="time-0.05"),
     pytest.param(Step(initial_noise_multiplier=10.0, decay=0.6, period=10), 31, id="step-0.6-10"),
@@ -47,15 +47,15 @@ def exact_total(sigmas: list[float]) -> Fraction:
     return sum((Fraction(1, 2) / Fraction(s) ** 2 for s in sigmas), Fraction(0))
 
 
-@pytest.mark.parametrize(("schedule", "epochs"), SPEC_2_5)
+@pytest.mark.parametrize(("schedule", "epochs"), YU_EPOCHS)
 def test_spec_2_5_reference_epochs(schedule: Schedule, epochs: int) -> None:
-    """SPEC 2.5 (Yu et al. 2019, Sec. IV-A): rho_total = 0.78125, sigma0 = 10 gives 100/38/31/71/44 epochs."""
+    """Yu et al. 2019, Sec. IV-A: rho_total = 0.78125, sigma0 = 10 gives 100/38/31/71/44 epochs."""
     allocation = allocate_budget(schedule, rho_total=RHO)
     assert allocation.epochs == epochs
     assert allocation.budget_exhausted
 
 
-@pytest.mark.parametrize(("schedule", "epochs"), SPEC_2_5)
+@pytest.mark.parametrize(("schedule", "epochs"), YU_EPOCHS)
 def test_stops_before_the_epoch_that_would_exceed(schedule: Schedule, epochs: int) -> None:
     """Exactly: the epochs that fit cost <= the budget, and one more epoch would cost more."""
     sigmas = [schedule.noise_multiplier(t) for t in range(epochs + 1)]
@@ -73,7 +73,7 @@ def test_uniform_budget_boundary_is_decided_exactly() -> None:
 
 
 def test_schedule_formulas() -> None:
-    """Each schedule follows its SPEC 2.5 formula, vectorised and scalar, and iterates from epoch 0."""
+    """Each schedule follows its formula (Yu et al. 2019, Sec. IV-A), vectorised and scalar, and iterates from epoch 0."""
     t = np.arange(0, 130)
     cases = [
         (TimeBased(initial_noise_multiplier=10.0, decay=0.05), 10.0 / (1 + 0.05 * t)),
@@ -91,7 +91,7 @@ def test_schedule_formulas() -> None:
 
 
 def test_validation_based_decays_when_accuracy_stalls() -> None:
-    """sigma <- k sigma after a comparison whose windowed mean improved by <= threshold (SPEC 2.5)."""
+    """sigma <- k sigma after a comparison whose windowed mean improved by <= threshold (Yu et al. 2019, Sec. IV-A)."""
     vb = ValidationBased(initial_noise_multiplier=8.0, decay=0.5, period=2, window=2, threshold=0.01)
     # comparisons after checks 2, 4, 6: means 0.55, 0.75 (+0.2: keep), 0.755 (+0.005: decay)
     sigmas = vb.noise_multipliers([0.5, 0.6, 0.7, 0.8, 0.75, 0.76, 0.9])
@@ -116,7 +116,7 @@ def test_max_epochs_and_finite_sequences_are_not_exhaustion() -> None:
 )
 def test_solve_decay_returns_the_least_noisy_end(kind: str, options: dict[str, float], target: int,
                                                  spec_decay: float) -> None:
-    """The solved k gives exactly the target; just past it (less noise) gives fewer; SPEC's k is on the noisy side."""
+    """The solved k gives exactly the target; just past it (less noise) gives fewer; the published k is on the noisy side."""
     solution = solve_decay(kind, initial_noise_multiplier=10.0, rho_total=RHO, target_epochs=target, **options)
     assert solution.epochs == target == solution.allocation.epochs
 

@@ -14,11 +14,11 @@ from dpacct.zcdp import (
     HEURISTIC_KIND,
     ZCDPAccountant,
     gaussian_rho,
-    pure_dp_to_rho,
+    rho_from_pure_dp,
     random_reshuffling_rho,
     random_sampling_epsilon_heuristic,
-    rho_to_delta,
-    rho_to_epsilon,
+    delta_from_rho,
+    epsilon_from_rho,
     shuffled_epochs_epsilon,
 )
 
@@ -72,13 +72,13 @@ def test_gaussian_rho_and_pure_dp_closed_forms() -> None:
     """rho = 1/(2 sigma^2) for the Gaussian and eps^2/2 for pure DP (Bun & Steinke Prop. 1.6, 1.4)."""
     np.testing.assert_allclose(gaussian_rho(noise_multiplier=3.0), 1.0 / 18.0, rtol=RTOL_CLOSED)
     assert gaussian_rho(noise_multiplier=3.0) >= 1.0 / 18.0
-    np.testing.assert_allclose(pure_dp_to_rho(epsilon=0.3), 0.045, rtol=RTOL_CLOSED)
-    assert pure_dp_to_rho(epsilon=0.0) == 0.0
+    np.testing.assert_allclose(rho_from_pure_dp(epsilon=0.3), 0.045, rtol=RTOL_CLOSED)
+    assert rho_from_pure_dp(epsilon=0.0) == 0.0
 
 
 def test_simple_conversion_reference_value() -> None:
     """rho = 0.5, delta = 1e-5 gives 5.298525912188081 (STYLE.md reference; Bun & Steinke Prop. 1.3)."""
-    value = rho_to_epsilon(rho=0.5, delta=1e-5, conversion="simple")
+    value = epsilon_from_rho(rho=0.5, delta=1e-5, conversion="simple")
     np.testing.assert_allclose(value, 5.298525912188081, rtol=RTOL_CLOSED)
     assert value >= 5.298525912188081
 
@@ -87,23 +87,23 @@ def test_simple_conversion_reference_value() -> None:
 @pytest.mark.parametrize("delta", [1e-12, 1e-5, 0.1])
 def test_rdp_conversion_is_the_exact_minimum(rho: float, delta: float) -> None:
     """The default conversion equals the mpmath minimum over alpha (from above) and is <= the simple one."""
-    value = rho_to_epsilon(rho=rho, delta=delta)
+    value = epsilon_from_rho(rho=rho, delta=delta)
     reference = float(mp_rdp_conversion_min(rho, delta))
     assert value >= max(reference, 0.0)  # a negative minimum still certifies epsilon = 0
     np.testing.assert_allclose(value, max(reference, 0.0), rtol=RTOL_MINIMUM, atol=1e-15)
-    assert value <= rho_to_epsilon(rho=rho, delta=delta, conversion="simple")
+    assert value <= epsilon_from_rho(rho=rho, delta=delta, conversion="simple")
 
 
 @pytest.mark.parametrize(("rho", "epsilon"), [(0.01, 0.5), (0.5, 3.0), (0.5, 8.0), (5.0, 20.0)])
 def test_rdp_delta_is_the_exact_minimum(rho: float, epsilon: float) -> None:
     """get_delta's RDP conversion equals the mpmath minimum over alpha and is <= the simple delta."""
-    value = rho_to_delta(rho=rho, epsilon=epsilon)
+    value = delta_from_rho(rho=rho, epsilon=epsilon)
     reference = float(mp_rdp_delta_min(rho, epsilon))
     assert value >= reference
     np.testing.assert_allclose(value, reference, rtol=RTOL_MINIMUM)
     simple = math.exp(-((epsilon - rho) ** 2) / (4 * rho))
-    assert value <= rho_to_delta(rho=rho, epsilon=epsilon, conversion="simple")
-    np.testing.assert_allclose(rho_to_delta(rho=rho, epsilon=epsilon, conversion="simple"), simple, rtol=RTOL_CLOSED)
+    assert value <= delta_from_rho(rho=rho, epsilon=epsilon, conversion="simple")
+    np.testing.assert_allclose(delta_from_rho(rho=rho, epsilon=epsilon, conversion="simple"), simple, rtol=RTOL_CLOSED)
 
 
 def test_zcdp_bounds_the_exact_gaussian_curve() -> None:
@@ -117,7 +117,7 @@ def test_zcdp_bounds_the_exact_gaussian_curve() -> None:
 
 
 def test_spec_2_6_reference() -> None:
-    """SPEC 2.6: sigma = 6, q = 0.01, 400 epochs, delta = 1e-5: zCDP(RF), simple conversion, eps ~= 21.5."""
+    """Yu et al. 2019 (Thm 2, random reshuffling): sigma = 6, q = 0.01, 400 epochs, delta = 1e-5: zCDP(RF), simple conversion, eps ~= 21.5."""
     result = shuffled_epochs_epsilon(noise_multiplier=6.0, epochs=400, delta=1e-5, conversion="simple")
     rho = 400 / 72
     np.testing.assert_allclose(result.rho, rho, rtol=RTOL_CLOSED)
@@ -196,7 +196,7 @@ def test_registered_and_vectorised() -> None:
 
 
 def test_heuristic_closed_form_both_branches() -> None:
-    """SPEC 2.4 by hand: the sqrt branch when delta >= exp(-rho (u-1)^2), the order-u branch otherwise."""
+    """Yu et al. 2019, Thm 3, by hand: the sqrt branch when delta >= exp(-rho (u-1)^2), the order-u branch otherwise."""
     r = random_sampling_epsilon_heuristic(noise_multiplier=4.0, sampling_probability=0.01, steps=10_000, delta=1e-5)
     rho, u = 10_000 * 0.01**2 / 16, 16 * math.log(1 / 0.04) + 1
     assert math.log(1e5) <= rho * (u - 1) ** 2
@@ -211,7 +211,7 @@ def test_heuristic_closed_form_both_branches() -> None:
 
 
 def test_heuristic_heterogeneous_sums_and_takes_min_order() -> None:
-    """Runs of different (sigma, q) add their q^2/sigma^2 and use the smallest U (SPEC 2.4)."""
+    """Runs of different (sigma, q) add their q^2/sigma^2 and use the smallest U (Yu et al. 2019, Thm 3)."""
     r = random_sampling_epsilon_heuristic(noise_multiplier=[4.0, 2.0], sampling_probability=[0.01, 0.02],
                                           steps=[1000, 500], delta=1e-5)
     np.testing.assert_allclose(r.rho, 1000 * 1e-4 / 16 + 500 * 4e-4 / 4, rtol=RTOL_CLOSED)
@@ -240,11 +240,11 @@ def test_heuristic_refuses_outside_validity() -> None:
 @given(rho=st.floats(1e-8, 1e3), delta=st.floats(1e-15, 0.5), factor=st.floats(1.0, 10.0))
 def test_conversion_properties(rho: float, delta: float, factor: float) -> None:
     """Epsilon is >= 0, <= the simple value, increasing in rho and decreasing in delta; round trip holds."""
-    eps = rho_to_epsilon(rho=rho, delta=delta)
-    assert 0.0 <= eps <= rho_to_epsilon(rho=rho, delta=delta, conversion="simple")
-    assert rho_to_epsilon(rho=rho * factor, delta=delta) >= eps
-    assert rho_to_epsilon(rho=rho, delta=min(delta * factor, 0.9)) <= eps
-    assert rho_to_delta(rho=rho, epsilon=eps) <= delta * (1 + 1e-9)
+    eps = epsilon_from_rho(rho=rho, delta=delta)
+    assert 0.0 <= eps <= epsilon_from_rho(rho=rho, delta=delta, conversion="simple")
+    assert epsilon_from_rho(rho=rho * factor, delta=delta) >= eps
+    assert epsilon_from_rho(rho=rho, delta=min(delta * factor, 0.9)) <= eps
+    assert delta_from_rho(rho=rho, epsilon=eps) <= delta * (1 + 1e-9)
 
 
 @given(sigma=st.floats(0.1, 100.0), k=st.integers(1, 10_000))
@@ -252,3 +252,31 @@ def test_composition_is_additive(sigma: float, k: int) -> None:
     """Composing k Gaussians at once equals k times one Gaussian's rho (to rounding)."""
     bulk = ZCDPAccountant().compose(GaussianMechanism(noise_multiplier=sigma), k).rho
     np.testing.assert_allclose(bulk, k * gaussian_rho(noise_multiplier=sigma), rtol=1e-14)
+
+
+def test_deprecated_conversion_names_still_work_and_warn() -> None:
+    """The former rho_to_epsilon / rho_to_delta / pure_dp_to_rho keep working with a DeprecationWarning."""
+    from dpacct import zcdp
+
+    with pytest.deprecated_call(match="use dpacct.zcdp.epsilon_from_rho"):
+        assert zcdp.rho_to_epsilon(rho=0.5, delta=1e-5) == zcdp.epsilon_from_rho(rho=0.5, delta=1e-5)
+    with pytest.deprecated_call(match="delta_from_rho"):
+        assert zcdp.rho_to_delta(rho=0.5, epsilon=3.0) == zcdp.delta_from_rho(rho=0.5, epsilon=3.0)
+    with pytest.deprecated_call(match="rho_from_pure_dp"):
+        assert zcdp.pure_dp_to_rho(epsilon=1.0) == zcdp.rho_from_pure_dp(epsilon=1.0)
+
+
+def test_results_speak_the_shared_vocabulary() -> None:
+    """zCDP and DP-dropout results convert to results.Value with a kind from the shared list."""
+    from dpacct import dropout, zcdp
+
+    r = zcdp.shuffled_epochs_epsilon(noise_multiplier=6.0, epochs=400, delta=1e-5)
+    zc, exact = r.values()
+    assert zc.kind == exact.kind == "upper bound" and float(exact) == r.gaussian_epsilon <= float(zc)
+    h = zcdp.random_sampling_epsilon_heuristic(noise_multiplier=4.0, sampling_probability=0.01, steps=10, delta=1e-5)
+    assert h.as_value().kind == "heuristic" and not h.as_value().is_guarantee
+    paper = dropout.dpd_paper_noise_multiplier(epsilon=0.5, delta=1e-4, epochs=200, sampling_probability=0.01,
+                                               method="DPD-zCDP")
+    assert paper.as_value().kind == "heuristic" and "NOT a guarantee" in paper.as_value().method
+    sound = dropout.dpd_ac_noise_multiplier(epsilon=1.0, delta=1e-5, steps=1000, sampling_probability=0.01)
+    assert sound.as_value().kind == "upper bound" and sound.as_value().quantity == "noise_multiplier"

@@ -17,13 +17,13 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from dpacct import _check
-from dpacct.accountant import Accountant, register_accountant
+from dpacct.accountant import Accountant
 from dpacct.fdp import jl
 from dpacct.fdp.jl import DPSGDJLMechanism
 from dpacct.fdp.tradeoff import TradeoffCurve
 from dpacct.mechanisms import Mechanism, PoissonSampledGaussianMechanism
 from dpacct.pld import PLDAccountant
-from dpacct.pld import _spec as _pld_spec
+from dpacct.pld.accountant import _spec as _pld_spec
 from dpacct.results import Interval, Value
 
 __all__ = ["FDPAccountant"]
@@ -395,6 +395,4 @@ class FDPAccountant(Accountant):
         """Upper bound on the true-positive rate of any membership-inference attack at ``fpr``."""
         return self.tradeoff().tpr(fpr)
 
-
-register_accountant("fdp", FDPAccountant)
 

@@ -29,10 +29,18 @@ __all__ = ["add_parser", "jl_epsilon_report", "run"]
 _DEFAULT_ALPHAS = (0.001, 0.01, 0.1)
 
 
+HELP = "f-DP trade-off curve and membership-inference risk (max TPR at a given FPR)"
+
+
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``tradeoff`` subcommand to an ``argparse`` subparsers object."""
-    p: argparse.ArgumentParser = subparsers.add_parser(
-        "tradeoff", help="f-DP trade-off curve and membership-inference risk (max TPR at a given FPR)")
+    p: argparse.ArgumentParser = subparsers.add_parser("tradeoff", help=HELP)
+    add_arguments(p)
+    return p
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags of ``dpacct tradeoff``."""
     p.add_argument("--noise-multiplier", "--sigma", dest="noise_multiplier", type=float, required=True,
                    help="noise standard deviation / clipping norm (sigma)")
     p.add_argument("--sampling-probability", "--q", dest="sampling_probability", type=float,
@@ -51,7 +59,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--alpha", type=float, nargs="+", default=None, help="type-I errors at which to print f(alpha)")
     p.add_argument("--plot", default=None, metavar="FILE.png", help="draw the curve(s) to a PNG (needs matplotlib)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
-    return p
 
 
 def _sampling(args: argparse.Namespace) -> tuple[float, int]:
@@ -224,24 +231,35 @@ def jl_epsilon_report(*, noise_multiplier: float, sampling_probability: float, s
     return report
 
 
+def report(args: argparse.Namespace) -> dict[str, Any]:
+    """The report of ``dpacct tradeoff`` (drawing the plot first when ``--plot`` is given)."""
+    result, curve, clt = _report(args)
+    if args.plot:
+        title = f"sigma={result['noise_multiplier']:g}, q={result['sampling_probability']:g}, T={result['steps']}"
+        if "jl_dim" in result:
+            title += f", JL r={result['jl_dim']} ({result['jl_projections']})"
+        clt_label = "GDP CLT (heuristic, not a bound)"
+        if "jl_dim" in result:
+            clt_label = "GDP CLT of plain DP-SGD (heuristic; none exists for JL)"
+        _plot(curve, clt, args.plot, title, clt_label)
+        result["plot"] = str(args.plot)
+    return result
+
+
+def print_report(result: dict[str, Any]) -> None:
+    """The table of ``dpacct tradeoff``."""
+    _print(result)
+
+
 def run(args: argparse.Namespace) -> int:
-    """Run ``dpacct tradeoff``; returns the exit status (2 with a one-line error for bad input)."""
+    """Run ``dpacct tradeoff`` alone; returns the exit status (2 with a one-line error for bad input)."""
     try:
-        report, curve, clt = _report(args)
-        if args.plot:
-            title = f"sigma={report['noise_multiplier']:g}, q={report['sampling_probability']:g}, T={report['steps']}"
-            if "jl_dim" in report:
-                title += f", JL r={report['jl_dim']} ({report['jl_projections']})"
-            clt_label = "GDP CLT (heuristic, not a bound)"
-            if "jl_dim" in report:
-                clt_label = "GDP CLT of plain DP-SGD (heuristic; none exists for JL)"
-            _plot(curve, clt, args.plot, title, clt_label)
-            report["plot"] = str(args.plot)
+        report_ = report(args)
     except (ValueError, TypeError) as error:
         print(f"dpacct: error: {error}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps(report))
+        print(json.dumps(report_))
     else:
-        _print(report)
+        _print(report_)
     return 0

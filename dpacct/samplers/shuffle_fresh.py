@@ -1,7 +1,7 @@
 """Lower bound for multi-epoch shuffled ABLQ with a fresh permutation each epoch.
 
 Zero-out adjacency, ``T = steps`` batches per epoch, noise multiplier ``sigma``
-(SPEC §7). One epoch of shuffled ABLQ, on the worst-case input of Chua et al.,
+(Chua et al., ICML 2024). One epoch of shuffled ABLQ, on the worst-case input of Chua et al.,
 outputs a draw from
 
 .. math:: P_S = \\frac1T \\sum_t N(2 e_t, \\sigma^2 I), \\qquad
@@ -139,14 +139,8 @@ def _plds(sigma: float, steps: int, epochs: int) -> tuple[DiscretePLD, DiscreteP
 
 def _validate(noise_multiplier: float, steps: int, epochs: int) -> tuple[float, int, int]:
     sigma = _check.noise_multiplier(noise_multiplier)
-    t = _check.count("steps", steps)
-    e = _check.count("epochs", epochs)
-    if t < 1:
-        msg = f"steps must be an integer >= 1, got {t}"
-        raise ValueError(msg)
-    if e < 1:
-        msg = f"epochs must be an integer >= 1, got {e}"
-        raise ValueError(msg)
+    t = _check.count("steps", steps, minimum=1)
+    e = _check.count("epochs", epochs, minimum=1)
     return sigma, t, e
 
 
@@ -185,7 +179,7 @@ def delta_shuffle_lower_fresh(
     ----------
     .. [1] L. Chua, B. Ghazi, P. Kamath, R. Kumar, P. Manurangsi, A. Sinha,
        C. Zhang, "How Private are DP-SGD Implementations?", ICML 2024,
-       arXiv:2403.17673 (SPEC §7).
+       arXiv:2403.17673.
     .. [2] L. Chua, B. Ghazi, C. Harrison, E. Leeman, P. Kamath, R. Kumar,
        P. Manurangsi, A. Sinha, C. Zhang, "Scalable DP-SGD: Shuffling vs. Poisson
        Subsampling", NeurIPS 2024, arXiv:2411.04205 (multi-epoch shuffle lower

@@ -96,6 +96,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -115,7 +116,23 @@ __all__ = [
 
 KIND = "conjectured (Chua et al. 2024, Conjecture 3.2), Monte-Carlo estimate, not a certified bound"
 
-_DIRECTIONS = ("both", "pq", "qp")
+# Directions of the pair: "remove" is H_eps(P_S || Q_S) (P_S has the record, Q_S zeroes it out),
+# "add" is H_eps(Q_S || P_S), as in the add/remove relation everywhere in dpacct. The former
+# names "pq" and "qp" are deprecated aliases. Internally the code keeps "pq"/"qp".
+_DIRECTIONS = ("both", "remove", "add")
+_DEPRECATED_DIRECTIONS = {"pq": "remove", "qp": "add"}
+_INTERNAL = {"both": "both", "remove": "pq", "add": "qp"}
+_PUBLIC = {"pq": "remove", "qp": "add"}
+
+
+def _direction(value: Any) -> str:
+    """The internal name ("both", "pq", "qp") of a public direction; the old names warn."""
+    if isinstance(value, str) and value in _DEPRECATED_DIRECTIONS:
+        new = _DEPRECATED_DIRECTIONS[value]
+        warnings.warn(f"direction={value!r} is deprecated; use direction={new!r} (same meaning)",
+                      DeprecationWarning, stacklevel=4)
+        value = new
+    return _INTERNAL[_check.one_of("direction", value, _DIRECTIONS)]
 _INTERVALS = ("normal", "bernstein")
 _DEFENSIVE = 0.1  # share of the nominal law in the proposal: weights are <= 1 / _DEFENSIVE
 _CHUNK_DOUBLES = 2**22  # at most this many normals are held at once (32 MiB)
@@ -149,8 +166,9 @@ class ConjecturedEstimate:
     interval : str
         ``"normal"`` (asymptotic) or ``"bernstein"`` (distribution-free).
     direction : str
-        ``"pq"`` for :math:`H_\\varepsilon(P_S\\|Q_S)`, ``"qp"`` for
-        :math:`H_\\varepsilon(Q_S\\|P_S)`: the direction of ``estimate``.
+        ``"remove"`` for :math:`H_\\varepsilon(P_S\\|Q_S)`, ``"add"`` for
+        :math:`H_\\varepsilon(Q_S\\|P_S)`: the direction of ``estimate`` (the former
+        ``"pq"``/``"qp"``, still accepted as input with a DeprecationWarning).
     kind : str
         Always ``"conjectured (Chua et al. 2024, Conjecture 3.2), Monte-Carlo
         estimate, not a certified bound"``.
@@ -214,10 +232,7 @@ class ConjecturedEpsilon:
 
 
 def _steps(value: Any) -> int:
-    n = _check.count("steps", value)
-    if n < 1:
-        msg = f"steps must be an integer >= 1, got {n}"
-        raise ValueError(msg)
+    n = _check.count("steps", value, minimum=1)
     return n
 
 
@@ -388,7 +403,7 @@ def _common(
         _samples(samples),
         _confidence(confidence),
         _seed(seed),
-        _check.one_of("direction", direction, _DIRECTIONS),
+        _direction(direction),
         _check.one_of("interval", interval, _INTERVALS),
     )
 
@@ -432,12 +447,12 @@ def delta_shuffle_conjectured_mc(
     seed : int or None, optional
         Seed of ``numpy.random.SeedSequence``; the same seed gives the same result.
         ``None`` draws fresh entropy.
-    direction : {"both", "pq", "qp"}, optional
-        ``"pq"``: :math:`H_\varepsilon(P_S\|Q_S)`; ``"qp"``:
-        :math:`H_\varepsilon(Q_S\|P_S)`; ``"both"``: the larger, with each direction's
+    direction : {"both", "remove", "add"}, optional
+        ``"remove"``: :math:`H_\varepsilon(P_S\|Q_S)` (``P_S`` holds the record, ``Q_S``
+        zeroes it out); ``"add"``: :math:`H_\varepsilon(Q_S\|P_S)`; ``"both"``: the larger, with each direction's
         interval at level ``1 - (1 - confidence)/2`` so the maximum's interval has
         joint coverage ``>= confidence``. Both are equal for ``steps = 1`` (the pair
-        is then ``N(2, s^2)`` vs ``N(1, s^2)``); for ``steps > 1`` ``"pq"`` is the
+        is then ``N(2, s^2)`` vs ``N(1, s^2)``); for ``steps > 1`` ``"remove"`` is the
         larger one in every case we computed: ``L < -eps`` needs *every*
         coordinate to be small, which gets rarer as ``steps`` grows, while
         ``L > eps`` needs only one large coordinate. With ``"both"`` the estimate is
@@ -528,7 +543,7 @@ def delta_shuffle_conjectured_mc(
         hits=best[4],
         confidence=conf,
         interval=interval_,
-        direction=best[5],
+        direction=_PUBLIC[best[5]],
         mc_lower=mc_lower,
         mc_upper=mc_upper,
         clipped=clipped,
@@ -540,7 +555,7 @@ def _certified_range(sigma: float, steps: int, epsilon: float, forward: bool) ->
     high = float(gaussian.delta_for_epsilon(noise_multiplier=sigma, epsilon=epsilon))
     if not forward:  # the threshold events bound the (P_S, Q_S) direction only
         return 0.0, high
-    log_low, _ = _core.ablq.log_delta_lower(sigma, float(steps), np.array([epsilon]))
+    log_low, _ = _core.samplers.log_delta_lower(sigma, float(steps), np.array([epsilon]))
     with np.errstate(under="ignore"):  # a lower bound that underflows to 0 is still one
         low = float(np.exp(log_low[0]))
     return min(low, high), high

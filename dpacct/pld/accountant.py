@@ -341,7 +341,11 @@ class PLDAccountant(Accountant):
         if self._discretization is not None or len(groups) != 1:
             return False
         spec, count = groups[0]
-        return spec.kind in _SPLIT_KINDS and spec.sampling_probability < 1.0 and count >= 2
+        if not isinstance(spec, _Spec) or spec.kind not in _SPLIT_KINDS or count < 2:
+            return False
+        q = spec.sampling_probability
+        # Tiny sampling rates with few expected hits: where one tilt cannot serve the whole step.
+        return q <= _SPLIT_MAX_RATE and count * q <= _SPLIT_MAX_HITS
 
     def _split_composed(self, groups: list[tuple[_Spec, int]], direction: str, epsilon: float, delta: float) -> Any:
         """A SplitComposedPld tuned for a query near ``(epsilon, delta)`` (see ``pld/split.hpp``)."""
@@ -438,7 +442,7 @@ class PLDAccountant(Accountant):
         allowed = self._relative_accuracy / (guide.slope + 1.0)
         discretization = self._grid(groups, direction, allowed)
         best_lower, best_upper = 0.0, 1.0
-        if self._split_applies(groups) and groups[0][1] * groups[0][0].sampling_probability <= _SPLIT_MAX_HITS:
+        if self._split_applies(groups):
             best_lower, best_upper = self._split_delta(groups, direction, epsilon, guide.value)
             if best_upper - best_lower <= self._relative_accuracy * best_upper or best_upper <= irrelevant_below:
                 return best_lower, best_upper
@@ -521,7 +525,7 @@ class PLDAccountant(Accountant):
         """Bounds for one direction; refinement stops once the upper bound is <= ``irrelevant_below``."""
         guide = self._guide_epsilon(groups, direction, delta)
         best_lower, best_upper = 0.0, math.inf
-        if self._split_applies(groups) and groups[0][1] * groups[0][0].sampling_probability <= _SPLIT_MAX_HITS:
+        if self._split_applies(groups):
             # Few rare steps: the split composition (certified too) usually answers alone.
             best_lower, best_upper = self._split_epsilon(groups, direction, delta, guide.value)
             met = math.isfinite(best_upper) and best_upper - best_lower <= self._relative_accuracy * best_upper
@@ -561,6 +565,7 @@ class PLDAccountant(Accountant):
 
 _SPLIT_KINDS = ("gaussian", "laplace", "mixture")
 _SPLIT_MAX_HITS = 100.0  # try the split composition first when T q is at most this
+_SPLIT_MAX_RATE = 1e-4  # ... and q at most this (above it the whole-grid composer is tight and faster)
 _SPLIT_RARE = 3.0  # expected number of rare steps the cut aims at
 
 

@@ -16,7 +16,7 @@
 // log space so that T up to 1e7 and beyond neither underflows nor overflows.
 #pragma once
 
-namespace dpacct::ablq {
+namespace dpacct::samplers {
 
 // log P_S(E_C) and log Q_S(E_C) for one threshold C.
 struct LogEvent {
@@ -53,4 +53,4 @@ Maximum log_delta_lower(double noise_multiplier, double steps, double epsilon);
 // Throws std::invalid_argument for bad noise_multiplier/steps or delta outside (0, 1).
 Maximum epsilon_lower(double noise_multiplier, double steps, double delta);
 
-}  // namespace dpacct::ablq
+}  // namespace dpacct::samplers

@@ -1,4 +1,4 @@
-#include "dpacct/ablq.hpp"
+#include "dpacct/samplers/shuffle.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include "dpacct/check.hpp"
 #include "dpacct/logmath.hpp"
 
-namespace dpacct::ablq {
+namespace dpacct::samplers {
 
 namespace {
 
@@ -228,4 +228,4 @@ Maximum epsilon_lower(double noise_multiplier, double steps, double delta) {
   return found;
 }
 
-}  // namespace dpacct::ablq
+}  // namespace dpacct::samplers

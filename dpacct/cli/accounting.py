@@ -1,0 +1,296 @@
+"""``dpacct epsilon``, ``dpacct delta`` and ``dpacct sigma``: one run, any sampler, any accountant.
+
+The CLI talks to accountants only through the accountant protocol
+(:class:`dpacct.accountant.Accountant`): it composes the run's mechanisms, reads
+``get_epsilon_details``/``get_delta``, and, where an accountant refuses a mechanism but
+offers a labelled ``heuristic_epsilon``, prints it only with ``--allow-heuristic``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from dpacct import _check
+from dpacct.accountant import UnsupportedMechanismError, accountant_factory, available_accountants, make_accountant
+from dpacct._search import BudgetUnreachableError
+from dpacct.api import SAMPLERS, accountant_for_run, explain_failure, shuffle_lower_bound
+from dpacct.cli._base import CLIError, Command, Notes, add_run_arguments, print_table, run_from_args
+from dpacct.mechanisms import GaussianMechanism, PoissonSampledGaussianMechanism
+from dpacct.results import KINDS, Value, to_json
+from dpacct.run import Run
+
+__all__ = ["COMMANDS", "PREFERENCE", "default_accountant"]
+
+#: Default accountants, tightest certified first; the next one is used if one cannot handle a run.
+PREFERENCE = ("pld", "rdp")
+
+T = TypeVar("T")
+
+
+def default_accountant() -> str:
+    """The tightest certified accountant available: PLD when present, else RDP."""
+    available = available_accountants()
+    return next(name for name in PREFERENCE if name in available)
+
+
+def _add_common(parser: argparse.ArgumentParser, *, with_sigma: bool) -> None:
+    if with_sigma:
+        parser.add_argument("--noise-multiplier", "--sigma", dest="noise_multiplier", type=float, required=True,
+                            help="noise standard deviation / clipping norm (sigma)")
+    add_run_arguments(parser)
+    parser.add_argument("--accountant", default=None,
+                        help=f"accounting method for Poisson sampling: {', '.join(available_accountants())} "
+                             "(default: the tightest certified one available)")
+    parser.add_argument("--sampler", default="poisson", choices=SAMPLERS,
+                        help="how batches are drawn (default poisson); shuffle and deterministic use the exact "
+                             "Gaussian curve of each record's participations (one per epoch)")
+    parser.add_argument("--assume-poisson", dest="assume_poisson", action="store_true",
+                        help="with --sampler shuffle: report the Poisson number anyway (NOT a guarantee for "
+                             "shuffled batches; prints a warning)")
+    parser.add_argument("--allow-heuristic", dest="allow_heuristic", action="store_true",
+                        help="where the accountant has no certified bound (zcdp with Poisson sampling), print "
+                             "its labelled heuristic number (NOT a guarantee)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+
+
+def _add_epsilon(parser: argparse.ArgumentParser) -> None:
+    _add_common(parser, with_sigma=True)
+    parser.add_argument("--delta", type=float, required=True, help="target delta in (0, 1)")
+
+
+def _add_delta(parser: argparse.ArgumentParser) -> None:
+    _add_common(parser, with_sigma=True)
+    parser.add_argument("--epsilon", type=float, required=True, help="target epsilon >= 0")
+
+
+def _add_sigma(parser: argparse.ArgumentParser) -> None:
+    _add_common(parser, with_sigma=False)
+    parser.add_argument("--epsilon", type=float, required=True, help="target epsilon > 0")
+    parser.add_argument("--delta", type=float, required=True, help="target delta in (0, 1)")
+
+
+def _reason(error: BaseException) -> str:
+    return explain_failure(error)
+
+
+def _with_fallback(compute: Callable[[str], T], accountant: str, explicit: bool, notes: Notes) -> tuple[T, str]:
+    """``compute(accountant)``; if it fails internally, the next default (with a note) or a clean error."""
+    candidates = [accountant] if explicit else [accountant] + [a for a in PREFERENCE if a != accountant]
+    for i, name in enumerate(candidates):
+        try:
+            return compute(name), name
+        except (UnsupportedMechanismError, BudgetUnreachableError):
+            raise  # about the run or the budget, not about this accountant's numerics
+        except (ValueError, ArithmeticError, RuntimeError, MemoryError) as error:
+            if isinstance(error, CLIError):
+                raise
+            others = [a for a in available_accountants() if a != name and a in PREFERENCE]
+            if i + 1 < len(candidates):
+                notes.note(f"the {name} accountant could not handle this run ({_reason(error)}); "
+                           f"reporting {candidates[i + 1]} instead")
+                continue
+            hint = f"; try --accountant {others[0]}" if others else ""
+            msg = f"the {name} accountant could not compute this run: {_reason(error)}{hint}"
+            raise CLIError(msg) from error
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _checked(args: argparse.Namespace) -> tuple[float | None, Run, str, bool]:
+    sigma = None if getattr(args, "noise_multiplier", None) is None else _check.noise_multiplier(args.noise_multiplier)
+    run = run_from_args(args)
+    explicit = args.accountant is not None
+    accountant = _check.one_of("accountant", args.accountant if explicit else default_accountant(),
+                               available_accountants())
+    if args.assume_poisson and args.sampler != "shuffle":
+        msg = f"--assume-poisson applies only to --sampler shuffle, got --sampler {args.sampler}"
+        raise CLIError(msg)
+    return sigma, run, accountant, explicit
+
+
+def _run_header(args: argparse.Namespace, sigma: float | None, run: Run) -> dict[str, Any]:
+    report: dict[str, Any] = {"command": args.command}
+    if sigma is not None:
+        report["noise_multiplier"] = sigma
+    report.update(run.describe())
+    if run.by_epochs:
+        report["sampling_probability"] = run.sampling_probability
+    report["sampler"] = args.sampler
+    report["steps"] = run.steps(args.sampler)
+    if args.sampler != "poisson":
+        report["participations"] = run.participations(args.sampler)
+    return report
+
+
+def _poisson_accountant(name: str, sigma: float, run: Run) -> Any:
+    mechanism = PoissonSampledGaussianMechanism(noise_multiplier=sigma, sampling_probability=run.sampling_probability)
+    count = run.steps("poisson") if run.sampling_probability > 0.0 else 0
+    return make_accountant(name).compose(mechanism, count)
+
+
+def _heuristic_or_error(name: str, error: UnsupportedMechanismError, args: argparse.Namespace, sigma: float,
+                        run: Run) -> Value:
+    offer = getattr(accountant_factory(name), "heuristic_epsilon", None)
+    if offer is None:
+        msg = f"the {name} accountant cannot account for Poisson-sampled steps; use --accountant rdp or pld"
+        raise CLIError(msg) from error
+    if args.command != "epsilon":
+        msg = (f"the {name} accountant has no certified bound for --sampler poisson, and only a heuristic epsilon; "
+               "use --accountant rdp or pld for a certified delta")
+        raise CLIError(msg) from error
+    if not args.allow_heuristic:
+        msg = (f"the {name} accountant has no certified bound for --sampler poisson; use --accountant rdp or pld, "
+               "or pass --allow-heuristic for its heuristic number (NOT a guarantee)")
+        raise CLIError(msg) from error
+    value: Value = offer(noise_multiplier=sigma, sampling_probability=run.sampling_probability,
+                         steps=run.steps("poisson"), delta=_check.delta(args.delta))
+    return value
+
+
+def _run_epsilon_or_delta(args: argparse.Namespace, notes: Notes) -> dict[str, Any]:
+    sigma, run, accountant, explicit = _checked(args)
+    assert sigma is not None
+    quantity = "epsilon" if args.command == "epsilon" else "delta"
+    target = _check.delta(args.delta) if quantity == "epsilon" else _check.epsilon(args.epsilon)
+    report = _run_header(args, sigma, run)
+    results: list[dict[str, Any]] = []
+    fixed = "delta" if quantity == "epsilon" else "epsilon"
+    report[fixed] = target
+
+    def poisson_number(name: str) -> dict[str, Any]:
+        with notes.capture():
+            acct = _poisson_accountant(name, sigma, run)
+            if quantity == "epsilon":
+                return acct.get_epsilon_details(target)  # type: ignore[no-any-return]
+            return {"delta": float(acct.get_delta(target)), "kind": "upper bound"}
+
+    if args.sampler == "poisson" or args.assume_poisson:
+        try:
+            details, used = _with_fallback(poisson_number, accountant, explicit, notes)
+        except UnsupportedMechanismError as error:
+            value = _heuristic_or_error(accountant, error, args, sigma, run)
+            report.update(accountant=accountant, epsilon=float(value), kind="heuristic",
+                          kind_detail="heuristic, NOT a guarantee",
+                          method=value.method, **dict(value.details))
+            report["results"] = [to_json(value)]
+            notes.warn(f"{value.method}; the accountant's own guarantee does not cover Poisson sampling")
+            return report
+        report["accountant"] = used
+        kind = str(details.pop("kind"))
+        report[quantity] = details.pop(quantity)
+        report["kind"] = next((k for k in KINDS if kind.startswith(k)), "upper bound")
+        if kind != report["kind"]:
+            report["kind_detail"] = kind
+        report.update(details)
+        method = f"{used}, {run.steps('poisson')} Poisson-sampled steps at q={run.sampling_probability:.6g}"
+        results.append(to_json(Value(value=report[quantity], quantity=quantity,  # type: ignore[arg-type]
+                                     kind="upper bound", method=method)))
+        if args.assume_poisson:
+            with notes.capture():
+                accountant_for_run(run, noise_multiplier=sigma, sampler="shuffle", assume_poisson=True)
+            report["kind"] = "heuristic"
+            report["kind_detail"] = ("Poisson-sampling upper bound, NOT a guarantee for shuffled batches "
+                                     "(--assume-poisson)")
+            report["accounted_as"] = "poisson"
+            results[0]["kind"] = "heuristic"
+            results[0]["method"] += " (assumed Poisson for a shuffled run: NOT a guarantee)"
+            results.extend(_shuffle_results(run, sigma, quantity, target))
+            report["shuffle_interval"] = {
+                "sampler": "shuffle",
+                f"{quantity}_lower_bound": results[-2]["value"],
+                f"{quantity}_upper_bound": results[-1]["value"],
+                "kind": "certified interval for the shuffled run as it really is",
+            }
+        report["results"] = results
+        return report
+
+    # shuffle / deterministic: the exact Gaussian curve of the participations
+    exact = accountant_for_run(run, noise_multiplier=sigma, sampler=args.sampler)
+    value_now = float(exact.get_epsilon(target)) if quantity == "epsilon" else float(exact.get_delta(target))
+    k = run.participations(args.sampler)
+    method = f"exact Gaussian curve of {k} participation(s), sigma/sqrt({k})"
+    report["accountant"] = "gaussian (exact)"
+    report[quantity] = value_now
+    if args.sampler == "deterministic":
+        report["kind"] = "exact"
+        results.append(to_json(Value(value=value_now, quantity=quantity,  # type: ignore[arg-type]
+                                     kind="exact", method=method)))
+    else:
+        report["kind"] = "upper bound"
+        report["kind_detail"] = "deterministic batches dominate shuffling"
+        results.extend(_shuffle_results(run, sigma, quantity, target))
+        report[f"{quantity}_lower_bound"] = results[0]["value"]  # kind "lower bound"
+        report["lower_bound_method"] = results[0]["method"]
+    if explicit:  # the accountant the user asked for, on the same mechanisms (looser, for reference)
+        mechanism = GaussianMechanism(noise_multiplier=sigma, neighboring_relation="zero_out")
+        other = make_accountant(accountant)
+        if other.supports(mechanism):
+            other.compose(mechanism, k)
+            with notes.capture():
+                number = float(other.get_epsilon(target)) if quantity == "epsilon" else float(other.get_delta(target))
+            report[f"{accountant}_{quantity}"] = number
+            results.append(to_json(Value(value=number, quantity=quantity,  # type: ignore[arg-type]
+                                         kind="upper bound", method=f"{accountant} accountant, same {k} Gaussians")))
+            notes.note(f"for {args.sampler} batches the exact Gaussian curve is reported; "
+                       f"the {accountant} number ({number:.6g}) is a looser upper bound")
+    report["results"] = results
+    return report
+
+
+def _shuffle_results(run: Run, sigma: float, quantity: str, target: float) -> list[dict[str, Any]]:
+    """The honest interval for the shuffled run: [shuffle lower bound, deterministic upper bound]."""
+    exact = accountant_for_run(run, noise_multiplier=sigma, sampler="shuffle")
+    upper = float(exact.get_epsilon(target)) if quantity == "epsilon" else float(exact.get_delta(target))
+    if quantity == "epsilon":
+        lower, method = shuffle_lower_bound(run, noise_multiplier=sigma, delta=target)
+    else:
+        lower, method = shuffle_lower_bound(run, noise_multiplier=sigma, epsilon=target)
+    k = run.participations("shuffle")
+    return [
+        to_json(Value(value=min(lower, upper), quantity=quantity, kind="lower bound",  # type: ignore[arg-type]
+                      method=method)),
+        to_json(Value(value=upper, quantity=quantity, kind="upper bound",  # type: ignore[arg-type]
+                      method=f"deterministic batches dominate shuffling: exact Gaussian curve of {k} participation(s)")),
+    ]
+
+
+def _run_sigma(args: argparse.Namespace, notes: Notes) -> dict[str, Any]:
+    from dpacct.calibration import calibrate
+
+    _, run, accountant, explicit = _checked(args)
+    if args.assume_poisson:
+        msg = "--assume-poisson is not available for sigma: calibrate a shuffled run with --sampler shuffle"
+        raise CLIError(msg)
+    epsilon = _check.positive("epsilon", args.epsilon)
+    delta = _check.delta(args.delta)
+    run_keywords: dict[str, Any] = (
+        {"epochs": run.epochs, "batch_size": run.batch_size, "dataset_size": run.dataset_size,
+         "drop_last": run.drop_last}
+        if run.by_epochs else {"sampling_probability": run.sampling_probability, "steps": run.total_steps}
+    )
+
+    def solve(name: str) -> Any:
+        with notes.capture():
+            return calibrate(epsilon=epsilon, delta=delta, accountant=name, sampler=args.sampler, **run_keywords)
+
+    result, used = _with_fallback(solve, accountant, explicit, notes)
+    report = _run_header(args, None, run)
+    report.update(noise_multiplier=result.noise_multiplier, accountant=used if args.sampler == "poisson"
+                  else "gaussian (exact)", delta=result.delta, target_epsilon=result.target_epsilon,
+                  epsilon=result.epsilon, kind="upper bound",
+                  kind_detail="achieved epsilon, <= target", evaluations=result.evaluations)
+    report["results"] = [to_json(Value(value=result.noise_multiplier, quantity="noise_multiplier",
+                                       kind="upper bound", method="smallest noise multiplier meeting the budget "
+                                       "(safe end of the search bracket)"))]
+    return report
+
+
+COMMANDS = (
+    Command("epsilon", "epsilon (upper bound) of a run for a given delta", _add_epsilon, _run_epsilon_or_delta,
+            print_table),
+    Command("delta", "delta (upper bound) of a run for a given epsilon", _add_delta, _run_epsilon_or_delta,
+            print_table),
+    Command("sigma", "smallest noise multiplier meeting an (epsilon, delta) budget", _add_sigma, _run_sigma,
+            print_table),
+)

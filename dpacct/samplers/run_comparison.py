@@ -1,0 +1,183 @@
+"""Every batch sampler's guarantee for the user's own run, side by side.
+
+:func:`compare_run` takes a run as :func:`dpacct.epsilon` does (``sampling_probability``
+and ``steps``, or ``epochs``, ``batch_size`` and ``dataset_size``) and reports, under
+zero-out adjacency (Chua et al., ICML 2024, arXiv:2403.17673):
+
+* deterministic batches: the exact Gaussian curve of the record's participations;
+* Poisson sampling at the run's rate for the run's steps: PLD certified lower and upper
+  bounds and an RDP upper bound;
+* shuffled batches: the shuffle lower bound over the run's complete epochs
+  (:func:`dpacct.api.shuffle_lower_bound`) and the deterministic curve as certified
+  upper bound.
+
+The same counts are used by ``dpacct epsilon``/``delta --sampler ...``: a run means the
+same thing in every subcommand. Every number is a :class:`dpacct.results.Value`.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+from dpacct import _check
+from dpacct.api import accountant_for_run, resolve_run, shuffle_lower_bound
+from dpacct.results import Value, to_json
+from dpacct.run import Run
+
+__all__ = ["RunComparison", "compare_run"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunComparison:
+    """The numbers of :func:`compare_run`: one :class:`~dpacct.results.Value` per row.
+
+    Attributes
+    ----------
+    run : Run
+        The run compared.
+    noise_multiplier : float
+        Its noise multiplier.
+    quantity : {"epsilon", "delta"}
+        What the rows hold: epsilons at ``at`` = delta, or deltas at ``at`` = epsilon.
+    at : float
+        The fixed delta or epsilon.
+    rows : tuple of (str, Value)
+        ``(sampler, value)`` in table order.
+    """
+
+    run: Run
+    noise_multiplier: float
+    quantity: str
+    at: float
+    rows: tuple[tuple[str, Value], ...]
+
+    def value(self, sampler: str, kind: str) -> Value:
+        """The first row of ``sampler`` with ``kind``."""
+        for name, v in self.rows:
+            if name == sampler and v.kind == kind:
+                return v
+        msg = f"no row for sampler {sampler!r} of kind {kind!r}"
+        raise KeyError(msg)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready: the run, the fixed value and one :func:`~dpacct.results.to_json` object per row."""
+        fixed = "delta" if self.quantity == "epsilon" else "epsilon"
+        return {
+            "noise_multiplier": self.noise_multiplier,
+            **self.run.describe(),
+            "adjacency": "zero_out",
+            fixed: self.at,
+            "quantity": self.quantity,
+            "steps_by_sampler": {s: self.run.steps(s) for s in ("poisson", "shuffle")},
+            "participations": self.run.participations("deterministic"),
+            "rows": [{"sampler": sampler, **to_json(v)} for sampler, v in self.rows],
+        }
+
+
+def compare_run(
+    *,
+    noise_multiplier: float,
+    delta: float | None = None,
+    epsilon: float | None = None,
+    sampling_probability: float | None = None,
+    steps: int | None = None,
+    epochs: float | None = None,
+    batch_size: int | None = None,
+    dataset_size: int | None = None,
+    drop_last: bool = False,
+    permutation: str = "fresh",
+) -> RunComparison:
+    """Deterministic, Poisson and shuffled batches for one run: epsilons at ``delta`` or deltas at ``epsilon``.
+
+    Parameters
+    ----------
+    noise_multiplier : float
+        Noise standard deviation over the clipping norm, finite and ``> 0``.
+    delta, epsilon : float
+        Exactly one: the fixed delta (compare epsilons) or epsilon (compare deltas).
+    sampling_probability, steps, epochs, batch_size, dataset_size, drop_last
+        The run, as in :func:`dpacct.epsilon` (``steps`` is the total number of steps).
+    permutation : {"fresh", "same"}
+        Shuffled batches over several epochs: a new permutation each epoch (default) or
+        one reused (see :func:`dpacct.samplers.delta_shuffle_lower`).
+
+    Returns
+    -------
+    RunComparison
+        Rows: deterministic (exact), Poisson (PLD lower and upper bound, RDP upper bound),
+        shuffle (lower bound, certified upper bound).
+
+    Examples
+    --------
+    >>> c = compare_run(noise_multiplier=2.0, sampling_probability=0.01, steps=100, delta=1e-5)
+    >>> [(s, v.kind) for s, v in c.rows][:2]
+    [('deterministic', 'exact'), ('poisson', 'lower bound')]
+    """
+    from dpacct.samplers.bounds import PERMUTATIONS
+    from dpacct.samplers.shuffle import delta_shuffle_lower, epsilon_shuffle_lower
+    from dpacct.mechanisms import PoissonSampledGaussianMechanism
+    from dpacct.pld import PLDAccountant
+    from dpacct.rdp import OrderGridWarning, RDPAccountant
+
+    sigma = _check.noise_multiplier(noise_multiplier)
+    if (delta is None) == (epsilon is None):
+        msg = "give exactly one of delta (to compare epsilons) or epsilon (to compare deltas)"
+        raise ValueError(msg)
+    _check.one_of("permutation", permutation, PERMUTATIONS)
+    run = resolve_run(sampling_probability=sampling_probability, steps=steps, epochs=epochs,
+                      batch_size=batch_size, dataset_size=dataset_size, drop_last=drop_last)
+    quantity = "epsilon" if delta is not None else "delta"
+    at = _check.delta(delta) if delta is not None else _check.epsilon(epsilon)
+
+    det = accountant_for_run(run, noise_multiplier=sigma, sampler="deterministic")
+    k = run.participations("deterministic")
+    det_method = f"Gaussian curve, sigma/sqrt({k}) ({k} participations)"
+    q, t = run.sampling_probability, run.steps("poisson")
+    mechanism = PoissonSampledGaussianMechanism(noise_multiplier=sigma, sampling_probability=q,
+                                                neighboring_relation="zero_out")
+    rdp = RDPAccountant().compose(mechanism, t if q > 0 else 0)
+    # Delta queries set the PLD grid from the delta target; 0.02 gives the same bounds as the
+    # default there several times faster (as dpacct.samplers.delta_poisson_bounds does).
+    pld = PLDAccountant(relative_accuracy=0.005 if quantity == "epsilon" else 0.02).compose(mechanism, t if q > 0 else 0)
+    p_method = f"{t} steps at q={q:.6g}"
+    batches, full = run.lower_bound_batches_per_epoch(), run.full_epochs()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", OrderGridWarning)  # an edge order still gives a valid upper bound
+        if quantity == "epsilon":
+            exact = float(det.get_epsilon(at))
+            lower, upper = (float(x) for x in pld.epsilon_bounds(at))
+            rdp_value = float(rdp.get_epsilon(at))
+        else:
+            exact = float(det.get_delta(at))
+            lower, upper = (float(x) for x in pld.delta_bounds(at))
+            rdp_value = float(rdp.get_delta(at))
+    if batches == 0 or full == 0:
+        shuffle_lower, s_method = 0.0, "none: the run is shorter than one epoch"
+    elif permutation == "fresh":
+        shuffle_lower, s_method = shuffle_lower_bound(run, noise_multiplier=sigma, delta=delta, epsilon=epsilon)
+    else:
+        if quantity == "epsilon":
+            bound = epsilon_shuffle_lower(noise_multiplier=sigma, steps=batches, epochs=full, delta=at,
+                                          permutation="same")
+        else:
+            bound = delta_shuffle_lower(noise_multiplier=sigma, steps=batches, epochs=full, epsilon=at,
+                                        permutation="same")
+        shuffle_lower = float(bound)
+        s_method = f"shuffle lower bound, {full} full epoch(s) of T={batches} batches, same permutation"
+    shuffle_lower = min(shuffle_lower, exact) if math.isfinite(exact) else shuffle_lower
+
+    def v(value: float, kind: str, method: str) -> Value:
+        return Value(value=value, quantity=quantity, kind=kind, method=method)  # type: ignore[arg-type]
+
+    rows = (
+        ("deterministic", v(exact, "exact", det_method)),
+        ("poisson", v(lower, "lower bound", f"PLD, {p_method}")),
+        ("poisson", v(upper, "upper bound", f"PLD, {p_method}")),
+        ("poisson", v(rdp_value, "upper bound", f"RDP, {p_method}")),
+        ("shuffle", v(shuffle_lower, "lower bound", s_method)),
+        ("shuffle", v(exact, "upper bound", f"deterministic batches dominate shuffling: {det_method}")),
+    )
+    return RunComparison(run=run, noise_multiplier=sigma, quantity=quantity, at=at, rows=rows)

@@ -1,0 +1,77 @@
+"""The one-call API and the registry: clear errors for unknown keywords, exact edge cases, explicit names."""
+
+from __future__ import annotations
+
+import tomllib
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+import dpacct
+from dpacct.accountant import register_accountant, unregister_accountant
+
+
+def test_unknown_keyword_is_a_clear_value_error() -> None:
+    """A misspelt or foreign keyword names itself, the accountant's options and the likely intended name."""
+    with pytest.raises(ValueError, match=r"unknown keyword argument sample_rate= for accountant 'rdp' "
+                                         r"\(it takes orders, conversion\); did you mean sampling_probability=\?"):
+        dpacct.epsilon(noise_multiplier=1.0, sampling_probability=0.01, steps=10, delta=1e-5, sample_rate=0.01)
+    with pytest.raises(ValueError, match="did you mean orders="):
+        dpacct.epsilon(noise_multiplier=1.0, sampling_probability=0.01, steps=10, delta=1e-5, order=[2.0])
+    with pytest.raises(ValueError, match="unknown keyword argument orders= for accountant 'zcdp'"):
+        dpacct.calibrate(epsilon=1.0, delta=1e-5, sampling_probability=1.0, steps=10, accountant="zcdp",
+                         orders=[2.0])
+
+
+@pytest.mark.parametrize("accountant", ["rdp", "pld"])
+def test_zero_sampling_probability_costs_nothing(accountant: str) -> None:
+    """q = 0 releases nothing about anyone: epsilon and delta are exactly 0, with no warning."""
+    kwargs = {"noise_multiplier": 1.0, "sampling_probability": 0.0, "steps": 1000, "accountant": accountant}
+    assert dpacct.epsilon(**kwargs, delta=1e-5) == 0.0  # type: ignore[arg-type]
+    assert dpacct.delta(**kwargs, epsilon=0.5) == 0.0  # type: ignore[arg-type]
+    assert dpacct.epsilon(**kwargs, delta=1e-5, sampler="deterministic") == 0.0  # type: ignore[arg-type]
+
+
+def test_registry_is_explicit_and_refuses_taken_names() -> None:
+    """Built-ins are listed without import side effects; registering a taken name raises."""
+    assert {"rdp", "pld", "zcdp", "gaussian"} <= set(dpacct.available_accountants())
+    with pytest.raises(ValueError, match="taken by the built-in"):
+        register_accountant("rdp", dpacct.ZCDPAccountant)
+    register_accountant("rdp", dpacct.RDPAccountant)  # the built-in itself again: a no-op
+
+    class Custom(dpacct.RDPAccountant):
+        pass
+
+    register_accountant("custom-test", Custom)
+    try:
+        assert "custom-test" in dpacct.available_accountants()
+        with pytest.raises(ValueError, match="already registered"):
+            register_accountant("custom-test", dpacct.RDPAccountant)
+        eps = dpacct.epsilon(noise_multiplier=2.0, sampling_probability=0.01, steps=100, delta=1e-5,
+                             accountant="custom-test")
+        assert eps == dpacct.epsilon(noise_multiplier=2.0, sampling_probability=0.01, steps=100, delta=1e-5)
+    finally:
+        unregister_accountant("custom-test")
+    assert "custom-test" not in dpacct.available_accountants()
+    with pytest.raises(ValueError, match="name must be"):
+        register_accountant("bad name", Custom)
+
+
+def test_package_metadata_promises_only_what_exists() -> None:
+    """Extras and the description name only families and adapters that exist in the package."""
+    root = Path(__file__).resolve().parents[1]
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    for extra in project["optional-dependencies"]:
+        if extra in ("torch", "fdp"):
+            assert importlib.util.find_spec(f"dpacct.{extra}") is not None, f"extra {extra!r} without dpacct.{extra}"
+    if "f-DP" in project["description"]:
+        assert importlib.util.find_spec("dpacct.fdp") is not None
+
+
+def test_internal_failures_read_as_advice() -> None:
+    """A run the PLD grid cannot hold raises AccountingLimitError with advice, not the kernel's message."""
+    with pytest.raises(dpacct.api.AccountingLimitError, match="try accountant='rdp'") as info:
+        dpacct.epsilon(noise_multiplier=1e-6, sampling_probability=0.01, steps=1000, delta=1e-5, accountant="pld")
+    assert "discretization" not in str(info.value) and "loss cells" not in str(info.value)
+    assert isinstance(info.value, ValueError)
