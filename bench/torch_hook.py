@@ -29,6 +29,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 from pathlib import Path
 
 import torch
@@ -39,53 +40,62 @@ from dpacct.torch import PoissonBatchSampler, PrivacyAccountant, dp_sgd_jl_step,
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _median_us(f: Callable[[], object], repeats: int = 2000) -> float:
-    for _ in range(50):
-        f()
-    times = []
-    for _ in range(5):
-        start = time.perf_counter()
-        for _ in range(repeats):
+def _interleaved_us(configs: list[tuple[str, Callable[[], object]]], rounds: int = 15,
+                    repeats: int = 500) -> list[tuple[str, float]]:
+    """Median microseconds per call of each function, timed in interleaved rounds.
+
+    The machine is shared, so the configurations take turns within each round: a slow
+    period then affects all of them alike instead of whichever ran during it.
+    """
+    for _, f in configs:
+        for _ in range(50):
             f()
-        times.append((time.perf_counter() - start) / repeats * 1e6)
-    return statistics.median(times)
+    samples: dict[str, list[float]] = {label: [] for label, _ in configs}
+    for _ in range(rounds):
+        for label, f in configs:
+            start = time.perf_counter()
+            for _ in range(repeats):
+                f()
+            samples[label].append((time.perf_counter() - start) / repeats * 1e6)
+    return [(label, statistics.median(samples[label])) for label, _ in configs]
 
 
 def hook_overhead() -> list[tuple[str, float]]:
     """Median microseconds per ``optimizer.step()`` with each accounting hook attached."""
-    rows: list[tuple[str, float]] = []
+    configs: list[tuple[str, Callable[[], object]]] = []
     sampler = PoissonBatchSampler(dataset_size=60_000, sampling_probability=256 / 60_000)
 
-    def setup() -> tuple[torch.nn.Module, torch.optim.Optimizer]:
+    def setup() -> torch.optim.Optimizer:
         model = torch.nn.Linear(4, 1)
         opt = torch.optim.SGD(model.parameters(), lr=0.0)
         for p in model.parameters():
             p.grad = torch.zeros_like(p)
-        return model, opt
+        return opt
 
-    _, opt = setup()
-    rows.append(("bare optimizer.step()", _median_us(opt.step)))
+    configs.append(("bare optimizer.step()", setup().step))
     # A budget of 8 at delta = 1e-5 affords about 100,000 steps: the check runs on every timed step.
     for accountant, budget in (("rdp", None), ("rdp", 8.0), ("pld", None), ("pld", 8.0)):
-        _, opt = setup()
-        acct = PrivacyAccountant(sampler, delta=1e-5, accountant=accountant, noise_multiplier=1.1,
-                                 max_epsilon=budget).attach(opt)
-        label = f"dpacct PrivacyAccountant ({accountant}{', budget checked' if budget else ''})"
-        rows.append((label, _median_us(opt.step)))
-        assert len(acct) > 0
+        opt = setup()
+        PrivacyAccountant(sampler, delta=1e-5, accountant=accountant, noise_multiplier=1.1,
+                          max_epsilon=budget).attach(opt)
+        configs.append((f"dpacct PrivacyAccountant ({accountant}{', budget checked' if budget else ''})", opt.step))
     try:
         from opacus.accountants import create_accountant
     except ImportError:
         print("opacus not installed: its hook is skipped", file=sys.stderr)
-        return rows
-    for name in ("rdp", "prv"):
-        _, opt = setup()
-        opt.noise_multiplier = 1.1  # type: ignore[attr-defined]
-        opt.accumulated_iterations = 1  # type: ignore[attr-defined]
-        hook = create_accountant(name).get_optimizer_hook_fn(sample_rate=256 / 60_000)
-        opt.register_step_post_hook(lambda o, args, kwargs: hook(o))
-        rows.append((f"opacus {name} accountant hook", _median_us(opt.step)))
-    return rows
+    else:
+        for name in ("rdp", "prv"):
+            opt = setup()
+            opt.noise_multiplier = 1.1  # type: ignore[attr-defined]
+            opt.accumulated_iterations = 1  # type: ignore[attr-defined]
+            hook = create_accountant(name).get_optimizer_hook_fn(sample_rate=256 / 60_000)
+
+            def post(o: Any, args: Any, kwargs: Any, hook: Callable[[Any], None] = hook) -> None:
+                hook(o)
+
+            opt.register_step_post_hook(post)
+            configs.append((f"opacus {name} accountant hook", opt.step))
+    return _interleaved_us(configs)
 
 
 def _mlp(width: int) -> torch.nn.Module:
@@ -187,7 +197,7 @@ def main() -> None:
         "| --- | --- | --- | --- |",
     ]
     for row in jl_vs_exact(args.device, args.width, args.batch):
-        lines.append(f"| {row['method']} | {row['params']:,} | {row['seconds'] * 1e3:.0f} ms | "
+        lines.append(f"| {row['method']} | {row['params']:,} | {float(row['seconds']) * 1e3:.0f} ms | "
                      f"{row['peak_extra_mib']:.0f} MiB |")
     report = "\n".join(lines) + "\n"
     print(report)

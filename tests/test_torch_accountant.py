@@ -286,3 +286,22 @@ def test_missing_noise_multiplier_is_an_error() -> None:
     acct = PrivacyAccountant(PoissonBatchSampler(dataset_size=10, sampling_probability=0.5), delta=1e-5)
     with pytest.raises(ValueError, match="noise_multiplier is not set"):
         acct.step()
+
+
+def test_schedule_without_an_epoch_clock_is_refused() -> None:
+    """A per-epoch schedule on a sampler that cannot tell epochs apart raises instead of freezing sigma."""
+    from dpacct.torch import SamplingInfo
+
+    info = PoissonBatchSampler(dataset_size=10, sampling_probability=0.5).sampling_info
+    assert isinstance(info, SamplingInfo)
+    acct = PrivacyAccountant(info, delta=1e-5, noise_multiplier=TimeBased(initial_noise_multiplier=2.0, decay=0.1))
+    with pytest.raises(ValueError, match="epoch clock"):
+        acct.step()
+
+
+def test_sampler_and_dataset_sizes_must_agree() -> None:
+    """A dpacct sampler built for another dataset size is caught (its q would not be the records' rate)."""
+    data = TensorDataset(torch.zeros(50, 1))
+    loader = DataLoader(data, batch_sampler=PoissonBatchSampler(dataset_size=40, sampling_probability=0.1))
+    with pytest.raises(ValueError, match="dataset_size = 40"):
+        PrivacyAccountant(loader, delta=1e-5)

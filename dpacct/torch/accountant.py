@@ -222,6 +222,10 @@ class PrivacyAccountant:
             msg = "noise_multiplier is not set: pass it to PrivacyAccountant(...) or to step(noise_multiplier=...)"
             raise ValueError(msg)
         index = max(self.epoch - 1, 0)
+        if (isinstance(spec, Schedule) or callable(spec)) and self._clock is None:
+            msg = ("a per-epoch noise schedule needs the epoch clock of a dpacct batch sampler "
+                   f"({self.sampling.source} has none); pass a PoissonBatchSampler or a DataLoader using one")
+            raise ValueError(msg)
         if isinstance(spec, Schedule):
             return spec.noise_multiplier(index)
         if callable(spec):
@@ -231,6 +235,8 @@ class PrivacyAccountant:
     # -- steps ------------------------------------------------------------------------------
 
     def _record(self, sigma: float) -> tuple[float, int, int]:
+        if self.sampling.sampler == "poisson":  # epochs play no part in the Poisson analysis: one run per sigma
+            return sigma, 0, 1
         epoch = self.epoch
         span = 1
         if self.sampling.sampler != "poisson" and self.accumulation_steps > 1 and self._last_epoch is not None \
