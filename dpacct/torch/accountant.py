@@ -239,8 +239,7 @@ class PrivacyAccountant:
             return sigma, 0, 1
         epoch = self.epoch
         span = 1
-        if self.sampling.sampler != "poisson" and self.accumulation_steps > 1 and self._last_epoch is not None \
-                and epoch > self._last_epoch:
+        if self.accumulation_steps > 1 and self._last_epoch is not None and epoch > self._last_epoch:
             span = min(epoch - self._last_epoch + 1, self.accumulation_steps)
         return sigma, epoch, span
 
