@@ -372,7 +372,7 @@ class PrivacyAccountant:
         if runs not in self._epsilon_cache:
             acct = self._accountant()
             for mechanism, count in runs:
-                acct.compose(mechanism, count)  # type: ignore[arg-type]
+                acct.compose(mechanism, count=count)  # type: ignore[arg-type]
             self._epsilon_cache[runs] = float(acct.get_epsilon(self.delta)) if runs else 0.0
         return self._epsilon_cache[runs]
 
@@ -382,7 +382,7 @@ class PrivacyAccountant:
             return self._epsilon(self._runs())
         acct = self._accountant()
         for mechanism, count in self._runs():
-            acct.compose(mechanism, count)  # type: ignore[arg-type]
+            acct.compose(mechanism, count=count)  # type: ignore[arg-type]
         return float(acct.get_epsilon(delta))
 
     def _fits(self, runs: tuple[Run, ...]) -> bool:
