@@ -83,7 +83,7 @@ def train(sampler: str, *, epochs: int, batch_size: int, noise_multiplier: float
 def main(argv: list[str] | None = None) -> list[dict[str, float | int | str]]:
     """Run both samplers and print one line each."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--epochs", type=int, default=15)
+    parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--noise-multiplier", type=float, default=1.0)
     parser.add_argument("--max-grad-norm", type=float, default=1.0)
