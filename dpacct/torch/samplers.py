@@ -24,7 +24,7 @@ wrong epsilon.
 Adding a sampler (the seam for fixed-size and balls-in-bins batches): give its batch
 sampler a ``sampling_info`` property returning a :class:`SamplingInfo` with a new
 ``sampler`` name and an ``epoch`` attribute, and teach the ledger the per-step mechanism
-of that name (:data:`dpacct.torch.ledger.SAMPLER_RULES`); :func:`register_sampler`
+of that name (:data:`dpacct.torch.accountant.SAMPLER_RULES`); :func:`register_sampler`
 lets :func:`identify` recognise third-party sampler classes.
 """
 
