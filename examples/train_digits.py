@@ -30,7 +30,8 @@ DELTA = 1e-5
 def load(device: str) -> tuple[TensorDataset, torch.Tensor, torch.Tensor]:
     """Digits scaled to [0, 1]: a training set and a held-out test set."""
     x, y = load_digits(return_X_y=True)
-    x_train, x_test, y_train, y_test = train_test_split(x / 16.0, y, test_size=0.2, random_state=0)
+    # 1440 training records: batches of 60 cut them evenly (24 per epoch), which the shuffle lower bound needs.
+    x_train, x_test, y_train, y_test = train_test_split(x / 16.0, y, test_size=357, random_state=0)
     as_x = lambda a: torch.tensor(a, dtype=torch.float32, device=device)  # noqa: E731
     as_y = lambda a: torch.tensor(a, dtype=torch.long, device=device)  # noqa: E731
     return TensorDataset(as_x(x_train), as_y(y_train)), as_x(x_test), as_y(y_test)
@@ -70,10 +71,7 @@ def train(sampler: str, *, epochs: int, batch_size: int, noise_multiplier: float
                                             "accuracy": accuracy, "steps": len(accountant),
                                             "sampling_probability": info.sampling_probability}
     if sampler == "shuffle":
-        details = dpacct.api.shuffle_epsilon_details(noise_multiplier=noise_multiplier,
-                                                     sampling_probability=info.sampling_probability,
-                                                     steps=len(accountant), delta=DELTA)
-        result["epsilon_lower_bound"] = details["epsilon_lower_bound"]
+        result["epsilon_lower_bound"] = float(accountant.epsilon_interval().lower)
         result["poisson_number_not_a_guarantee"] = float(dpacct.epsilon(
             noise_multiplier=noise_multiplier, sampling_probability=info.sampling_probability,
             steps=len(accountant), delta=DELTA, accountant="pld"))
@@ -83,8 +81,8 @@ def train(sampler: str, *, epochs: int, batch_size: int, noise_multiplier: float
 def main(argv: list[str] | None = None) -> list[dict[str, float | int | str]]:
     """Run both samplers and print one line each."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--epochs", type=int, default=15)
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--batch-size", type=int, default=60)
     parser.add_argument("--noise-multiplier", type=float, default=1.0)
     parser.add_argument("--max-grad-norm", type=float, default=1.0)
     parser.add_argument("--lr", type=float, default=0.5)

@@ -286,3 +286,52 @@ def test_missing_noise_multiplier_is_an_error() -> None:
     acct = PrivacyAccountant(PoissonBatchSampler(dataset_size=10, sampling_probability=0.5), delta=1e-5)
     with pytest.raises(ValueError, match="noise_multiplier is not set"):
         acct.step()
+
+
+def test_schedule_without_an_epoch_clock_is_refused() -> None:
+    """A per-epoch schedule on a sampler that cannot tell epochs apart raises instead of freezing sigma."""
+    from dpacct.torch import SamplingInfo
+
+    info = PoissonBatchSampler(dataset_size=10, sampling_probability=0.5).sampling_info
+    assert isinstance(info, SamplingInfo)
+    acct = PrivacyAccountant(info, delta=1e-5, noise_multiplier=TimeBased(initial_noise_multiplier=2.0, decay=0.1))
+    with pytest.raises(ValueError, match="epoch clock"):
+        acct.step()
+
+
+def test_sampler_and_dataset_sizes_must_agree() -> None:
+    """A dpacct sampler built for another dataset size is caught (its q would not be the records' rate)."""
+    data = TensorDataset(torch.zeros(50, 1))
+    loader = DataLoader(data, batch_sampler=PoissonBatchSampler(dataset_size=40, sampling_probability=0.1))
+    with pytest.raises(ValueError, match="dataset_size = 40"):
+        PrivacyAccountant(loader, delta=1e-5)
+
+
+def test_epsilon_interval_for_each_sampler() -> None:
+    """Shuffle: [first-epoch shuffle lower bound, deterministic upper bound]; deterministic: exact <= upper; Poisson: PLD."""
+    from dpacct import ablq
+
+    data = TensorDataset(torch.zeros(100, 1))
+    loader = DataLoader(data, batch_sampler=ShuffleBatchSampler(dataset_size=100, batch_size=10))
+    acct = PrivacyAccountant(loader, delta=1e-5, accountant="pld", noise_multiplier=1.0)
+    _run_epochs(loader, acct, 2)
+    interval = acct.epsilon_interval()
+    expected_lower = float(ablq.epsilon_shuffle_lower(noise_multiplier=1.0, steps=10, delta=1e-5))
+    assert interval.lower == expected_lower and 0 < interval.lower <= interval.upper == acct.get_epsilon()
+    poisson = dpacct.epsilon(noise_multiplier=1.0, sampling_probability=0.1, steps=20, delta=1e-5, accountant="pld")
+    assert interval.lower > poisson  # here even the lower bound is above the Poisson number
+
+    sampler = DeterministicBatchSampler(dataset_size=20, batch_size=5)
+    det = PrivacyAccountant(sampler, delta=1e-5, accountant="pld", noise_multiplier=2.0)
+    _run_epochs(sampler, det, 3)  # type: ignore[arg-type]
+    lower, upper = det.epsilon_interval()
+    exact = gaussian.epsilon_for_delta(noise_multiplier=2.0 / math.sqrt(3), delta=1e-5)
+    np.testing.assert_allclose(lower, exact, rtol=1e-12)
+    assert lower <= upper <= lower * (1 + RTOL_PLD)
+
+    pois = PrivacyAccountant(PoissonBatchSampler(dataset_size=100, sampling_probability=0.1), delta=1e-5,
+                             accountant="pld", noise_multiplier=1.0)
+    for _ in range(20):
+        pois.step()
+    lower, upper = pois.epsilon_interval()
+    assert 0 < lower <= upper <= lower * (1 + RTOL_PLD)

@@ -111,3 +111,21 @@ def test_privacy_engine_run_on_cpu() -> None:
     np.testing.assert_allclose(epsilon, reference, rtol=RTOL_SAME)
     assert epsilon <= 3.0
     assert math.isfinite(epsilon)
+
+
+def test_shuffled_batches_are_refused_by_the_poisson_accountant() -> None:
+    """make_private(poisson_sampling=False) with a dpacct accountant raises (opacus #80: shuffled batches as Poisson)."""
+    data = TensorDataset(torch.randn(32, 4), torch.randint(0, 2, (32,)))
+    model = torch.nn.Linear(4, 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # opacus' own warnings
+        engine = opacus.PrivacyEngine(accountant="dpacct-rdp")
+        with pytest.raises(ValueError, match="poisson_sampling=False.*ShuffleBatchSampler"):
+            engine.make_private(module=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+                                data_loader=DataLoader(data, batch_size=8, shuffle=True), noise_multiplier=1.0,
+                                max_grad_norm=1.0, poisson_sampling=False)
+        other = opacus.PrivacyEngine(accountant="rdp")  # opacus' own accountants are left alone
+        model2 = torch.nn.Linear(4, 2)
+        other.make_private(module=model2, optimizer=torch.optim.SGD(model2.parameters(), lr=0.1),
+                           data_loader=DataLoader(data, batch_size=8), noise_multiplier=1.0, max_grad_norm=1.0,
+                           poisson_sampling=False)

@@ -33,6 +33,7 @@ from scipy import stats
 
 from dpacct import _check
 from dpacct.accountant import Accountant, available_accountants, make_accountant
+from dpacct.results import Interval
 from dpacct.mechanisms import GaussianMechanism, Mechanism, MixtureOfGaussiansMechanism, PoissonSampledGaussianMechanism
 from dpacct.schedules import Schedule
 from dpacct.torch.samplers import SamplingInfo, identify
@@ -222,6 +223,10 @@ class PrivacyAccountant:
             msg = "noise_multiplier is not set: pass it to PrivacyAccountant(...) or to step(noise_multiplier=...)"
             raise ValueError(msg)
         index = max(self.epoch - 1, 0)
+        if (isinstance(spec, Schedule) or callable(spec)) and self._clock is None:
+            msg = ("a per-epoch noise schedule needs the epoch clock of a dpacct batch sampler "
+                   f"({self.sampling.source} has none); pass a PoissonBatchSampler or a DataLoader using one")
+            raise ValueError(msg)
         if isinstance(spec, Schedule):
             return spec.noise_multiplier(index)
         if callable(spec):
@@ -231,10 +236,11 @@ class PrivacyAccountant:
     # -- steps ------------------------------------------------------------------------------
 
     def _record(self, sigma: float) -> tuple[float, int, int]:
+        if self.sampling.sampler == "poisson":  # epochs play no part in the Poisson analysis: one run per sigma
+            return sigma, 0, 1
         epoch = self.epoch
         span = 1
-        if self.sampling.sampler != "poisson" and self.accumulation_steps > 1 and self._last_epoch is not None \
-                and epoch > self._last_epoch:
+        if self.accumulation_steps > 1 and self._last_epoch is not None and epoch > self._last_epoch:
             span = min(epoch - self._last_epoch + 1, self.accumulation_steps)
         return sigma, epoch, span
 
@@ -367,7 +373,7 @@ class PrivacyAccountant:
         if runs not in self._epsilon_cache:
             acct = self._accountant()
             for mechanism, count in runs:
-                acct.compose(mechanism, count)  # type: ignore[arg-type]
+                acct.compose(mechanism, count=count)  # type: ignore[arg-type]
             self._epsilon_cache[runs] = float(acct.get_epsilon(self.delta)) if runs else 0.0
         return self._epsilon_cache[runs]
 
@@ -377,8 +383,51 @@ class PrivacyAccountant:
             return self._epsilon(self._runs())
         acct = self._accountant()
         for mechanism, count in self._runs():
-            acct.compose(mechanism, count)  # type: ignore[arg-type]
+            acct.compose(mechanism, count=count)  # type: ignore[arg-type]
         return float(acct.get_epsilon(delta))
+
+    def epsilon_interval(self, delta: float | None = None) -> Interval:
+        """The honest interval ``lower <= epsilon <= upper`` of the steps so far.
+
+        ``upper`` is :meth:`get_epsilon`. ``lower`` is certified too: for shuffled batches the
+        shuffle lower bound of the first epoch (Chua et al., ICML 2024, arXiv:2403.17673,
+        Section 3; :func:`dpacct.ablq.epsilon_shuffle_lower`), which later epochs can only
+        raise, at the largest noise multiplier of that epoch (more noise leaks less); for
+        deterministic batches the exact Gaussian epsilon of the composed epochs; for Poisson
+        batches with ``accountant="pld"`` the PLD lower bound. Where none applies
+        (accumulation across epochs, unequal batches, RDP, JL) it is 0 and ``method`` says so.
+        """
+        from dpacct import ablq, gaussian
+        from dpacct.pld import PLDAccountant
+
+        d = self.delta if delta is None else _check.delta(delta)
+        upper = self.get_epsilon(d)
+        kind, lower, method = self.sampling.sampler, 0.0, "no certified lower bound for this configuration"
+        spans = {int(s[2]) for s in self._steps}
+        if not self._steps:
+            method = "no steps"
+        elif kind == "poisson" and self.accountant == "pld":
+            acct = PLDAccountant(**self.accountant_options)
+            for mechanism, count in self._runs():
+                acct.compose(mechanism, count=count)  # type: ignore[arg-type]
+            lower, method = float(acct.epsilon_bounds(d).lower), "PLD lower bound (optimistic discretisation)"
+        elif kind == "deterministic" and spans == {1}:
+            sigmas = [m.noise_multiplier for m, c in self._runs() for _ in range(c)]  # type: ignore[attr-defined]
+            composed = gaussian.composed_noise_multiplier(sigmas)
+            lower = float(gaussian.epsilon_for_delta(noise_multiplier=composed, delta=d))
+            method = "exact Gaussian epsilon of the composed epochs"
+        elif kind == "shuffle" and spans == {1} and self.sampling.dataset_size % self.sampling.batch_size == 0:
+            first = min(int(s[1]) for s in self._steps)
+            in_first = [s for s in self._steps if int(s[1]) == first]
+            batches = self.sampling.batches_per_epoch
+            if sum(int(s[3]) for s in in_first) == batches:
+                sigma = max(float(s[0]) for s in in_first)
+                lower = float(ablq.epsilon_shuffle_lower(noise_multiplier=sigma, steps=batches, delta=d))
+                method = f"shuffle lower bound of the first epoch (T={batches} batches, noise multiplier {sigma:g})"
+            else:
+                method = "shuffle lower bound needs one complete first epoch"
+        return Interval(lower=lower, upper=upper, quantity="epsilon", method=method,
+                        details={"sampler": kind, "accountant": self.accountant, "delta": d})
 
     def _fits(self, runs: tuple[Run, ...]) -> bool:
         """Whether ``runs`` meet the budget, with a cached allowance for repeats of the last mechanism.

@@ -133,7 +133,7 @@ def plan_epochs(
         if n not in cache:
             acct = make_accountant(accountant, **options)
             for mechanism, count in _epoch_runs(sigmas[:n], info):
-                acct.compose(mechanism, count)
+                acct.compose(mechanism, count=count)
             cache[n] = float(acct.get_epsilon(d))
         return cache[n]
 

@@ -15,8 +15,9 @@ noise multiplier meets the budget by dpacct's certified epsilon, and the number 
 ``epochs / sample_rate`` is rounded up, never down); every other accountant name keeps
 opacus' own calibration.
 
-What opacus accounts is Poisson sampling at ``sample_rate``: use it with opacus'
-default ``poisson_sampling=True``. A step that accumulated several batches
+What opacus accounts is Poisson sampling at ``sample_rate``: with these two accountants,
+``make_private(..., poisson_sampling=False)`` (shuffled batches, which opacus would still
+account as Poisson: not a guarantee) is refused with an error that says what to use. A step that accumulated several batches
 (``accumulated_iterations > 1``) is refused: opacus would account it at rate
 ``sample_rate * k``, which is not a bound; :class:`dpacct.torch.PrivacyAccountant`
 accounts accumulation and shuffled batches honestly.
@@ -151,9 +152,30 @@ def _wrap(original: Callable[..., float]) -> Callable[..., float]:
     return get_noise_multiplier
 
 
+def _guard_sampling(original: Callable[..., Any]) -> Callable[..., Any]:
+    """Refuse shuffled batches (``poisson_sampling=False``) when a dpacct accountant is in use."""
+    if getattr(original, "_dpacct_wrapped", False):
+        return original
+
+    @functools.wraps(original)
+    def _prepare_data_loader(self: Any, data_loader: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(self.accountant, _DPACCTOpacusAccountant) and kwargs.get("poisson_sampling", True) is False:
+            msg = (f"accountant={self.accountant.mechanism()!r} accounts Poisson sampling, but poisson_sampling=False "
+                   "draws shuffled batches, for which the Poisson number is not a guarantee; keep "
+                   "poisson_sampling=True, or account shuffled batches with dpacct.torch.PrivacyAccountant "
+                   "and a dpacct.torch.ShuffleBatchSampler")
+            raise ValueError(msg)
+        return original(self, data_loader, *args, **kwargs)
+
+    _prepare_data_loader._dpacct_wrapped = True  # type: ignore[attr-defined]
+    return _prepare_data_loader
+
+
 def register() -> None:
     """Register ``"dpacct-pld"``/``"dpacct-rdp"`` with opacus and route their calibration to dpacct (idempotent)."""
     for name, cls in OPACUS_NAMES.items():
         register_accountant(name, cls, force=True)
     opacus.accountants.utils.get_noise_multiplier = _wrap(opacus.accountants.utils.get_noise_multiplier)
     opacus.privacy_engine.get_noise_multiplier = _wrap(opacus.privacy_engine.get_noise_multiplier)  # type: ignore[attr-defined]
+    engine = opacus.privacy_engine.PrivacyEngine
+    engine._prepare_data_loader = _guard_sampling(engine._prepare_data_loader)

@@ -24,7 +24,7 @@ wrong epsilon.
 Adding a sampler (the seam for fixed-size and balls-in-bins batches): give its batch
 sampler a ``sampling_info`` property returning a :class:`SamplingInfo` with a new
 ``sampler`` name and an ``epoch`` attribute, and teach the ledger the per-step mechanism
-of that name (:data:`dpacct.torch.ledger.SAMPLER_RULES`); :func:`register_sampler`
+of that name (:data:`dpacct.torch.accountant.SAMPLER_RULES`); :func:`register_sampler`
 lets :func:`identify` recognise third-party sampler classes.
 """
 
@@ -341,6 +341,10 @@ def identify(obj: Any) -> SamplingInfo:
         raise _refuse("the DataLoader has no batch sampler (batch_size=None)")
     info = getattr(batch_sampler, "sampling_info", None)
     if isinstance(info, SamplingInfo):
+        if info.dataset_size != n:
+            msg = (f"the batch sampler has dataset_size = {info.dataset_size} but the DataLoader's dataset has {n} "
+                   "records; build the sampler with dataset_size=len(dataset)")
+            raise ValueError(msg)
         return info
     for cls in type(batch_sampler).__mro__:
         if cls in _REGISTRY:
