@@ -155,8 +155,21 @@ bool prefer_full(double full_span, double window_span) {
 
 // Composes one kind of sequence over the groups on the window [start, start + N)
 // and returns the tilted composed entries (circular, clipped at 0).
+//
+// ROUND-OFF (returned in *error: a bound on the 2-norm of the error of the returned
+// entries). Each forward transform of a normalised non-negative sequence errs by at
+// most e = fft::error_bound(N) + 16 u in every component (each output is a depth-log2 N
+// tree of butterflies over inputs of total modulus 1; Higham, "Accuracy and Stability of
+// Numerical Algorithms", 2nd ed., Sec. 24.1, componentwise). With b_k = |z_k| + e >= the
+// exact and the computed moduli, the product of powers errs by at most
+// S_k = sum_g T_g e b_gk^{T_g - 1} prod_{g' != g} b_g'k^{T_g'} (mean value theorem), the
+// powers and products by rho |Z_k| (repeated squaring), and the inverse transform by
+// error_bound(N) ||Z||; Parseval turns the spectrum's 2-norm into the entries'. Unlike a
+// bound of T e ||p||_2 this follows the composed distribution: the spectrum of a spread
+// composition decays, so far fewer than T e of error remain.
 std::vector<double> compose(const std::vector<const Tilted*>& seqs, const std::vector<double>& counts,
-                            const fft::RealPlan& plan, long start, std::size_t single_size) {
+                            const fft::RealPlan& plan, long start, std::size_t single_size, double* error) {
+  *error = 0.0;
   if (single_size > 0) {  // one step, count 1: its own entries, exactly
     std::vector<double> out(single_size, 0.0);
     const Tilted& t = *seqs[0];
@@ -170,6 +183,10 @@ std::vector<double> compose(const std::vector<const Tilted*>& seqs, const std::v
   const auto n_mod = static_cast<long>(size);
   std::vector<std::complex<double>> total(size / 2 + 1, {1.0, 0.0});
   std::vector<double> buffer(size);
+  const double eta = fft::error_bound(size);
+  const double e = (eta + 16.0 * kU) * (1.0 + 1e-6);  // the inputs sum to 1 up to their rounding
+  std::vector<double> bound_s(total.size(), 0.0), bound_p(total.size(), 1.0);  // S_k and prod b^T so far
+  double rho = 0.0;
   for (std::size_t g = 0; g < seqs.size(); ++g) {
     std::fill(buffer.begin(), buffer.end(), 0.0);
     const Tilted& t = *seqs[g];
@@ -179,13 +196,30 @@ std::vector<double> compose(const std::vector<const Tilted*>& seqs, const std::v
       buffer[static_cast<std::size_t>(index)] += t.p[j];
     }
     const std::vector<std::complex<double>> spectrum = plan.forward(buffer);
+    const double count = counts[g];
     for (std::size_t k = 0; k < total.size(); ++k) {
-      const std::complex<double> z = integer_power(spectrum[k], counts[g]);
+      const std::complex<double> z = integer_power(spectrum[k], count);
       const double re = total[k].real() * z.real() - total[k].imag() * z.imag();
       const double im = total[k].real() * z.imag() + total[k].imag() * z.real();
       total[k] = {re, im};
+      const double log_b = std::log(std::abs(spectrum[k]) + e);
+      const double b_t = std::exp(count * log_b);
+      bound_s[k] = bound_s[k] * b_t + bound_p[k] * count * e * std::exp((count - 1.0) * log_b);
+      bound_p[k] *= b_t;
     }
+    rho += (4.0 * std::log2(count + 1.0) + 8.0) * kU;
   }
+  // Parseval over the full spectrum (k and N - k alike, except 0 and N/2).
+  double spec2 = 0.0, err2 = 0.0;
+  for (std::size_t k = 0; k < total.size(); ++k) {
+    const double w = (k == 0 || k + 1 == total.size()) ? 1.0 : 2.0;
+    const double a = std::abs(total[k]);
+    const double d = bound_s[k] * (1.0 + 1e-10) + rho * a;
+    spec2 += w * a * a;
+    err2 += w * d * d;
+  }
+  *error = (std::sqrt(err2) + eta * std::sqrt(spec2)) / std::sqrt(static_cast<double>(size)) * (1.0 + 1e-10) +
+           8.0 * kU * static_cast<double>(seqs.size()) / static_cast<double>(size);
   const std::vector<double> circular = plan.inverse(total);
   std::vector<double> out(size);
   const double inv_n = 1.0 / static_cast<double>(size);
@@ -211,20 +245,6 @@ std::vector<double> suffix_sums(const std::vector<double>& c, double slope, doub
   for (std::size_t i = c.size(); i-- > 0;) s[i] = c[i] + r * s[i + 1];
   s.pop_back();
   return s;
-}
-
-// 2-norm round-off bound of the composed entries (Higham Thm 24.2 per
-// transform; forward errors amplified by the powers (|z| <= 1) are <= T eta
-// ||p||_2, the products add ~2 log2(count) ulps each, the inverse adds eta).
-double entry_error(const std::vector<const Tilted*>& seqs, const std::vector<double>& counts, std::size_t size) {
-  const double eta = fft::error_bound(size);
-  double steps = 0.0, max_l2 = 0.0, log2_count = 0.0;
-  for (std::size_t g = 0; g < seqs.size(); ++g) {
-    steps += counts[g];
-    max_l2 = std::max(max_l2, seqs[g]->l2);
-    log2_count += std::log2(counts[g] + 1.0) + 1.0;
-  }
-  return (steps + 2.0) * eta * max_l2 + (2.0 * log2_count + 8.0) * kU;
 }
 
 }  // namespace
@@ -342,19 +362,16 @@ ComposedPld::ComposedPld(const std::vector<std::pair<const StepPmf*, double>>& g
   const fft::RealPlan plan(single_ ? 2 : size_);
   if (!pu.empty()) {
     window_start_ = static_cast<long>(std::floor(low_u / d + (log_tail_u_ == kNegInf ? 0.5 : 0.0)));
-    const std::vector<double> c = compose(pu, counts, plan, window_start_, single_ ? size_ : 0);
+    const std::vector<double> c = compose(pu, counts, plan, window_start_, single_ ? size_ : 0, &entry_error_u_);
     s1_ = suffix_sums(c, tilt, d);
     s2_ = suffix_sums(c, tilt + 1.0, d);
-    entry_error_u_ = single_ ? 0.0 : entry_error(pu, counts, size_);
   }
   if (!pp.empty()) {
     cells_start_ = static_cast<long>(std::floor(low_c / d + (log_tail_c_ == kNegInf ? 0.5 : 0.0)));
-    const std::vector<double> cp = compose(pp, counts, plan, cells_start_, single_ ? size_ : 0);
+    const std::vector<double> cp = compose(pp, counts, plan, cells_start_, single_ ? size_ : 0, &entry_error_p_);
     sp_ = suffix_sums(cp, tilt, d);
-    entry_error_p_ = single_ ? 0.0 : entry_error(pp, counts, size_);
-    const std::vector<double> cq = compose(pq, counts, plan, cells_start_, single_ ? size_ : 0);
+    const std::vector<double> cq = compose(pq, counts, plan, cells_start_, single_ ? size_ : 0, &entry_error_q_);
     sq_ = suffix_sums(cq, tilt + 1.0, d);
-    entry_error_q_ = single_ ? 0.0 : entry_error(pq, counts, size_);
     // The entries that stand well above round-off and aliasing, around the mode of P.
     const double floor_p = 4.0 * (entry_error_p_ + 2.0 * std::exp(log_tail_c_));
     const double floor_q = 4.0 * (entry_error_q_ + 2.0 * std::exp(log_tail_c_));
@@ -415,10 +432,11 @@ double ComposedPld::upper_finite(double epsilon_in) const {
   }
   // Round-off of the represented entries K >= k (weights e^{-tilt (K - k) D} <= 1),
   // the aliased tilted mass (<= 2 e^-25 in total), and the mass above the window.
-  const double scale = std::exp(log_shift_u_ - tilt_ * kd + log_rounding_);
+  // (In log space: a huge tilt makes the scale overflow where the charges are exactly 0.)
   const double top = window_high() + d;
-  value += (entry_error_u_ * entries_u + 2.0 * std::exp(log_tail_u_)) * scale +
-           std::exp(log_shift_u_ + log_rounding_ - tilt_ * std::max(top, kd) + log_tail_u_);
+  const double charge = entry_error_u_ * entries_u + 2.0 * std::exp(log_tail_u_);
+  if (charge > 0.0) value += std::exp(std::log(charge) + log_shift_u_ - tilt_ * kd + log_rounding_);
+  if (log_tail_u_ > kNegInf) value += std::exp(log_shift_u_ + log_rounding_ - tilt_ * std::max(top, kd) + log_tail_u_);
   return value;
 }
 
@@ -470,6 +488,7 @@ double ComposedPld::tail_q_upper(double y) const {
   const double kd = static_cast<double>(cells_start_ + at) * d;
   // Above the window only the Chernoff tail remains (weights e^{-(tilt+1)(K - top)D} <= 1).
   const double part = (i < n ? sq_[static_cast<std::size_t>(at)] : 0.0) + err_q;
+  if (!(part > 0.0)) return 0.0;
   const double value = std::exp(log_shift_q_ - (tilt_ + 1.0) * kd + std::log(part) + std::log(factor_q)) * (1.0 + 8.0 * kU);
   return std::min(value, total);
 }

@@ -469,16 +469,19 @@ double SplitComposedPld::upper_bound(double epsilon_in) const {
     sum += m.c[static_cast<std::size_t>(i)] * w * u;
     norm2 += w * w * u * u;
   }
-  const double scale = std::exp(m.log_scale - m.tilt * k_ref);
-  value += scale * (sum * (1.0 + 4.0 * kU * static_cast<double>(n + 8)) + m.err * std::sqrt(norm2));
+  const double middle = sum * (1.0 + 4.0 * kU * static_cast<double>(n + 8)) + m.err * std::sqrt(norm2);
+  if (middle > 0.0) value += std::exp(m.log_scale - m.tilt * k_ref + std::log(middle));
   if (i_b < n) {
     const auto b = static_cast<std::size_t>(std::max(i_b, 0L));
     const double kb = static_cast<double>(m_start_ + static_cast<long>(b)) * dc;
-    const double mass = std::exp(m.log_scale - m.tilt * kb) * (m.suffix[b] + m.err * decay_norm(m.tilt, dc, size_));
+    const double suffix = m.suffix[b] + m.err * decay_norm(m.tilt, dc, size_);
+    const double mass = suffix > 0.0 ? std::exp(m.log_scale - m.tilt * kb + std::log(suffix)) : 0.0;
     const double lower_x = m.suffix1[b] - m.err * decay_norm(m.tilt + 1.0, dc, size_);
-    const double with_x = lower_x > 0.0 ? std::exp(m.log_scale - (m.tilt + 1.0) * kb + eps + std::log(lower_x)) : 0.0;
+    const double with_x = lower_x > 0.0 && g_x_low_ > 0.0
+                              ? std::exp(std::log(g_x_low_) + m.log_scale - (m.tilt + 1.0) * kb + eps + std::log(lower_x))
+                              : 0.0;
     value += std::max(g_mass_u_ * mass * (1.0 + 4.0 * kU * static_cast<double>(n + 8)) -
-                          g_x_low_ * with_x * (1.0 - 4.0 * kU * static_cast<double>(n + 8)),
+                          with_x * (1.0 - 4.0 * kU * static_cast<double>(n + 8)),
                       0.0);
   }
   value *= std::exp(rel_);
@@ -506,12 +509,12 @@ double SplitComposedPld::threshold_value(double epsilon, double z) const {
       norm2 += w * w * p * p;
     }
     double part = sum * (1.0 - rel) - mp_.err * std::sqrt(norm2);
-    double total = part > 0.0 ? std::exp(mp_.log_scale - mp_.tilt * k_ref) * part : 0.0;
+    double total = part > 0.0 ? std::exp(mp_.log_scale - mp_.tilt * k_ref + std::log(part)) : 0.0;
     if (i_b < n) {
       const auto b = static_cast<std::size_t>(std::max(i_b, 0L));
       const double kb = static_cast<double>(m_start_ + static_cast<long>(b)) * dc;
       const double s = mp_.suffix[b] * (1.0 - rel) - mp_.err * decay_norm(mp_.tilt, dc, size_);
-      if (s > 0.0) total += g_mass_p_low_ * std::exp(mp_.log_scale - mp_.tilt * kb) * s;
+      if (s > 0.0 && g_mass_p_low_ > 0.0) total += std::exp(std::log(g_mass_p_low_) + mp_.log_scale - mp_.tilt * kb + std::log(s));
     }
     p_value = total * std::exp(-rel_);
   }
@@ -531,12 +534,13 @@ double SplitComposedPld::threshold_value(double epsilon, double z) const {
       sum += mq_.c[static_cast<std::size_t>(i)] * w * q;
       norm2 += w * w * q * q;
     }
-    total += std::exp(mq_.log_scale - mq_.tilt * k_ref) * (sum * (1.0 + rel) + mq_.err * std::sqrt(norm2));
+    const double middle = sum * (1.0 + rel) + mq_.err * std::sqrt(norm2);
+    if (middle > 0.0) total += std::exp(mq_.log_scale - mq_.tilt * k_ref + std::log(middle));
     if (i_b < n) {
       const auto b = static_cast<std::size_t>(std::max(i_b, 0L));
       const double kb = static_cast<double>(m_start_ + static_cast<long>(b)) * dc;
       const double s = mq_.suffix[b] * (1.0 + rel) + mq_.err * decay_norm(mq_.tilt, dc, size_);
-      total += g_mass_q_ * std::exp(mq_.log_scale - mq_.tilt * kb) * s;
+      if (s > 0.0 && g_mass_q_ > 0.0) total += std::exp(std::log(g_mass_q_) + mq_.log_scale - mq_.tilt * kb + std::log(s));
     }
     q_value = total * std::exp(rel_);
   }
