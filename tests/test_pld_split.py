@@ -73,3 +73,14 @@ def test_delta_at_small_epsilon_is_tight() -> None:
     lower, upper = acct.delta_bounds(0.5)
     assert lower <= 2.058e-10 <= upper
     assert upper - lower <= 0.125 * upper  # not yet tighter by default: the split's tuning is open (issue 10)
+
+
+def test_wide_step_under_a_tilt_gives_finite_ordered_bounds() -> None:
+    # sigma = 0.02: one Gaussian step has losses out to ~1900; a tilt made the round-off
+    # charge 0 * inf = NaN (reported by the f-DP work). The exact delta is Phi(25 - eps/50) ~ 1.
+    step = _core.pld.gaussian_step(0.02, 1.0, "remove", 0.1, _LOG_TAIL, 2**24)
+    for tilt in (0.0, 1.0, 5.0):
+        composed = _core.pld.ComposedPld([step], [1.0], tilt, 2**22)
+        lower, upper = composed.delta_bounds(np.array([1.0, 100.0, 1000.0]))
+        assert np.all(np.isfinite(upper)) and np.all(lower <= upper)
+        assert lower[0] > 0.999  # delta(1) = Phi(24.98) - e Phi(-25.02)
