@@ -2,7 +2,7 @@
 
 Usage::
 
-    python bench/torch_hook.py [--device cpu] [--output bench/RESULTS_torch.md]
+    python bench/torch_hook.py [--device cpu] [--output FILE.md]   # recorded in bench/RESULTS.md
 
 Part 1 times one accounted optimizer step on a tiny model (so the accounting shows):
 a bare ``optimizer.step()``, the same with :class:`dpacct.torch.PrivacyAccountant`

@@ -134,7 +134,9 @@ def test_shuffled_batches_get_the_honest_bound_not_the_poisson_number() -> None:
     assert acct.mechanisms() == ((GaussianMechanism(noise_multiplier=2.0, neighboring_relation="zero_out"), 3),)
     honest = dpacct.epsilon(noise_multiplier=2.0, sampling_probability=0.1, steps=22, delta=1e-5,
                             accountant="pld", sampler="shuffle")
-    np.testing.assert_allclose(acct.get_epsilon(), honest, rtol=RTOL_SAME)
+    # dpacct.epsilon gives the exact Gaussian curve for shuffled runs; the hook's PLD accountant
+    # certifies an upper bound on the same three Gaussians, within its default 0.5 % accuracy.
+    assert honest <= acct.get_epsilon() <= honest * 1.005
     poisson = dpacct.epsilon(noise_multiplier=2.0, sampling_probability=0.1, steps=22, delta=1e-5, accountant="pld")
     assert acct.get_epsilon() > 2 * poisson  # the Poisson number would be far too small here
 
