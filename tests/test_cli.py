@@ -468,3 +468,21 @@ def test_unreachable_budget_is_reported_as_such(capsys: pytest.CaptureFixture[st
     code = main(["sigma", "--epsilon", "0.001", "--delta", "1e-10", "--q", "1", "--steps", "100000"])
     err = capsys.readouterr().err
     assert code == 2 and "meets epsilon <= 0.001" in err and "numerical limit" not in err and "note" not in err
+
+
+def test_epsilon_jl_dim_accounts_dp_sgd_jl(capsys: pytest.CaptureFixture[str]) -> None:
+    """`dpacct epsilon --jl-dim r`: a certified f-DP interval above plain DP-SGD's (a JL-estimated norm only adds noise
+    to the clipping); shared projections (the default) are never below the paper's per-example model."""
+    run = ["epsilon", "--sigma", "1", "--q", "0.1", "--steps", "10", "--delta", "1e-5", "--json"]
+    assert main(run) == 0
+    plain = json.loads(capsys.readouterr().out)["epsilon"]
+    assert main([*run, "--jl-dim", "100"]) == 0
+    shared = json.loads(capsys.readouterr().out)
+    assert main([*run, "--jl-dim", "100", "--jl-projections", "per-example"]) == 0
+    per_example = json.loads(capsys.readouterr().out)
+    assert shared["kind"] == "upper bound" and shared["jl_projections"] == "shared"
+    assert shared["epsilon_lower_bound"] <= shared["epsilon"]
+    assert per_example["epsilon"] <= shared["epsilon"]
+    assert plain < per_example["epsilon"] < 1.2 * plain  # r = 100 is close to exact norms
+    assert main([*run, "--jl-dim", "100", "--sampler", "shuffle"]) == 2
+    assert "--jl-dim" in capsys.readouterr().err

@@ -58,6 +58,12 @@ def _add_common(parser: argparse.ArgumentParser, *, with_sigma: bool) -> None:
 def _add_epsilon(parser: argparse.ArgumentParser) -> None:
     _add_common(parser, with_sigma=True)
     parser.add_argument("--delta", type=float, required=True, help="target delta in (0, 1)")
+    parser.add_argument("--jl-dim", dest="jl_dim", type=int, default=None,
+                        help="DP-SGD-JL: per-sample norms estimated from r JL projections (f-DP accountant)")
+    parser.add_argument("--jl-projections", dest="jl_projections", default="shared",
+                        choices=("shared", "per-example"),
+                        help="one set of projections per batch (default; certified for what jvp computes) or "
+                             "one per example (the paper's model)")
 
 
 def _add_delta(parser: argparse.ArgumentParser) -> None:
@@ -153,6 +159,8 @@ def _run_epsilon_or_delta(args: argparse.Namespace, notes: Notes) -> dict[str, A
     assert sigma is not None
     quantity = "epsilon" if args.command == "epsilon" else "delta"
     target = _check.delta(args.delta) if quantity == "epsilon" else _check.epsilon(args.epsilon)
+    if getattr(args, "jl_dim", None) is not None:
+        return _run_jl(args, sigma, run, target)
     report = _run_header(args, sigma, run)
     results: list[dict[str, Any]] = []
     fixed = "delta" if quantity == "epsilon" else "epsilon"
@@ -253,6 +261,25 @@ def _shuffle_results(run: Run, sigma: float, quantity: str, target: float) -> li
         to_json(Value(value=upper, quantity=quantity, kind="upper bound",  # type: ignore[arg-type]
                       method=f"deterministic batches dominate shuffling: exact Gaussian curve of {k} participation(s)")),
     ]
+
+
+def _run_jl(args: argparse.Namespace, sigma: float, run: Run, delta: float) -> dict[str, Any]:
+    """``dpacct epsilon --jl-dim r``: DP-SGD-JL through the f-DP accountant (Poisson batches)."""
+    from dpacct.fdp.cli import jl_epsilon_report
+
+    if args.sampler != "poisson":
+        msg = "--jl-dim accounts Poisson-sampled DP-SGD-JL; use it with --sampler poisson"
+        raise CLIError(msg)
+    if args.accountant not in (None, "fdp"):
+        msg = f"--jl-dim is accounted by the f-DP accountant; drop --accountant {args.accountant}"
+        raise CLIError(msg)
+    report = jl_epsilon_report(noise_multiplier=sigma, sampling_probability=run.sampling_probability,
+                               steps=run.steps("poisson"), jl_dim=args.jl_dim, projections=args.jl_projections,
+                               delta=delta)
+    value = Value(value=report["epsilon"], quantity="epsilon", kind="upper bound",
+                  method=f"f-DP, DP-SGD-JL with r={args.jl_dim} ({args.jl_projections} projections)")
+    report["results"] = [to_json(value)]
+    return report
 
 
 def _run_sigma(args: argparse.Namespace, notes: Notes) -> dict[str, Any]:

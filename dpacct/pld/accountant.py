@@ -442,8 +442,10 @@ class PLDAccountant(Accountant):
         allowed = self._relative_accuracy / (guide.slope + 1.0)
         discretization = self._grid(groups, direction, allowed)
         best_lower, best_upper = 0.0, 1.0
-        if self._split_applies(groups):
+        split = self._split_applies(groups)
+        if split and groups[0][0].sampling_probability <= _SPLIT_FIRST_RATE:
             best_lower, best_upper = self._split_delta(groups, direction, epsilon, guide.value)
+            split = False
             if best_upper - best_lower <= self._relative_accuracy * best_upper or best_upper <= irrelevant_below:
                 return best_lower, best_upper
         for refinement in range(_REFINEMENTS + 1):
@@ -468,6 +470,9 @@ class PLDAccountant(Accountant):
             composed = self._composed(groups, direction, discretization, max(tilt * boost, boost / 4.0))
             lo, up = composed.delta_bounds(np.array([epsilon]))
             best_lower, best_upper = max(best_lower, float(lo[0])), min(best_upper, float(up[0]))
+        if split and best_upper - best_lower > self._relative_accuracy * best_upper and best_upper > irrelevant_below:
+            lo, up = self._split_delta(groups, direction, epsilon, best_upper)  # certified too: intersect
+            best_lower, best_upper = max(best_lower, lo), min(best_upper, up)
         return best_lower, best_upper
 
     def get_delta(self, epsilon: ArrayLike) -> float | NDArray[np.float64]:
@@ -525,11 +530,17 @@ class PLDAccountant(Accountant):
         """Bounds for one direction; refinement stops once the upper bound is <= ``irrelevant_below``."""
         guide = self._guide_epsilon(groups, direction, delta)
         best_lower, best_upper = 0.0, math.inf
-        if self._split_applies(groups):
-            # Few rare steps: the split composition (certified too) usually answers alone.
+        split = self._split_applies(groups)
+
+        def met() -> bool:
+            gap_ok = math.isfinite(best_upper) and best_upper - best_lower <= self._relative_accuracy * best_upper
+            return gap_ok or best_upper <= irrelevant_below
+
+        if split and groups[0][0].sampling_probability <= _SPLIT_FIRST_RATE:
+            # Few rare steps at a tiny rate: the split composition (certified too) usually answers alone.
             best_lower, best_upper = self._split_epsilon(groups, direction, delta, guide.value)
-            met = math.isfinite(best_upper) and best_upper - best_lower <= self._relative_accuracy * best_upper
-            if met or best_upper <= irrelevant_below:
+            split = False
+            if met():
                 return best_lower, best_upper
         allowed = self._relative_accuracy * guide.value
         discretization = self._grid(groups, direction, allowed)
@@ -544,6 +555,9 @@ class PLDAccountant(Accountant):
             if refinement > 0 and gap > 0.7 * previous_gap:  # the grid no longer limits the gap
                 break
             discretization = _refine(discretization, gap, target)
+        if split and not met():  # both answers are certified: keep their intersection
+            lo, up = self._split_epsilon(groups, direction, delta, best_upper if math.isfinite(best_upper) else guide.value)
+            best_lower, best_upper = max(best_lower, lo), min(best_upper, up)
         return best_lower, best_upper
 
     def _epsilon_at(
@@ -566,6 +580,7 @@ class PLDAccountant(Accountant):
 _SPLIT_KINDS = ("gaussian", "laplace", "mixture")
 _SPLIT_MAX_HITS = 100.0  # try the split composition first when T q is at most this
 _SPLIT_MAX_RATE = 1e-4  # ... and q at most this (above it the whole-grid composer is tight and faster)
+_SPLIT_FIRST_RATE = 1e-6  # at or below this rate it goes first; above, only when the whole grid misses its target
 _SPLIT_RARE = 3.0  # expected number of rare steps the cut aims at
 
 
