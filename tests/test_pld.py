@@ -164,4 +164,5 @@ def test_default_grid_certifies_chua_et_al_poisson_epsilon_at_t1e5() -> None:
     step = PoissonSampledGaussianMechanism(noise_multiplier=0.4, sampling_probability=1e-5,
                                            neighboring_relation="zero_out")
     lower, upper = PLDAccountant().compose(step, 100_000).epsilon_bounds(1e-6)
-    assert lower <= 3.0 <= upper <= 3.1
+    # The paper's "~3" is rounded: dp-accounting 0.6's PLD gives 2.99805 (grid 2e-5), inside the interval.
+    assert 2.97 <= lower <= 2.99805 <= upper <= 3.03
