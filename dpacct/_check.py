@@ -167,3 +167,28 @@ def one_of(name: str, value: Any, allowed: tuple[str, ...]) -> str:
         msg = f"{name} must be one of {choices}, got {value!r}"
         raise ValueError(msg)
     return value
+
+
+# Step and epoch counts from real ratios (T = E n / b, E = T q, ...): a ratio that is an
+# integer up to round-off must not gain one, and any real fraction is far above 1e-12
+# (with q = b/n, T q - k is 0 or at least 1/n).
+_COUNT_ROUND = 1e-12
+
+
+def ceil_count(x: float) -> int:
+    """``ceil(x)`` for x >= 0, ignoring relative round-off below 1e-12 (rounding toward more steps otherwise).
+
+    >>> ceil_count(60 * 60000 / 256), ceil_count(0.1 * 3 / 0.1), ceil_count(2.5)
+    (14063, 3, 3)
+    """
+    return max(0, math.ceil(x * (1.0 - _COUNT_ROUND)))
+
+
+def floor_count(x: float) -> int:
+    """``floor(x)`` for x >= 0, ignoring relative round-off below 1e-12.
+
+    >>> floor_count(1 / (1 / 3)), floor_count(2.5)
+    (3, 2)
+    """
+    return math.floor(x * (1.0 + _COUNT_ROUND))
+

@@ -167,7 +167,7 @@ DPD_ACCOUNTINGS = ("random_reshuffling", "heuristic_random_sampling")
 
 def dpd_zcdp_noise_multiplier(
     *, epsilon: float, delta: float, steps: int, sampling_probability: float, accounting: str,
-    conversion: str = "rdp",
+    conversion: str = "improved",
 ) -> DropoutCalibration:
     r"""DPD-zCDP: noise multiplier for a total :math:`(\varepsilon, \delta)` through zCDP.
 
@@ -188,7 +188,7 @@ def dpd_zcdp_noise_multiplier(
           (:func:`dpacct.zcdp.random_sampling_epsilon_heuristic`), limited to
           :math:`\sigma \le 1/(16\nu)`. This is the calibration under which zCDP gives a
           much smaller noise multiplier than DPD-AC.
-    conversion : {"rdp", "simple"}
+    conversion : {"improved", "classic"}
         zCDP to (epsilon, delta) conversion (random reshuffling only).
 
     Returns
@@ -213,7 +213,7 @@ def dpd_zcdp_noise_multiplier(
     eps, d, t, nu = _dpd_inputs(epsilon, delta, steps, sampling_probability)
     method = _check.one_of("accounting", accounting, DPD_ACCOUNTINGS)
     if method == "random_reshuffling":
-        epochs = math.ceil(t * nu - 1e-12 * t * nu)
+        epochs = _check.ceil_count(t * nu)
 
         def epsilon_at(sigma: float) -> float:
             return float(epsilon_from_rho(rho=epochs * _gaussian_rho(sigma), delta=d, conversion=conversion))

@@ -41,19 +41,10 @@ __all__ = ["SAMPLERS", "Run"]
 #: Batch samplers a run can be accounted for.
 SAMPLERS: tuple[str, ...] = ("poisson", "shuffle", "deterministic")
 
-# Relative slack for round-off in q * T or 1/q (0.1 * 30 = 3.0000000000000004); far below
-# any real fraction: with q = b/n, T q - k is 0 or at least 1/n.
-_ROUND = 1e-12
-
-
-def _ceil(x: float) -> int:
-    """``ceil(x)`` that ignores relative round-off below 1e-12."""
-    return max(0, math.ceil(x * (1.0 - _ROUND)))
-
-
-def _floor(x: float) -> int:
-    """``floor(x)`` that ignores relative round-off below 1e-12."""
-    return math.floor(x * (1.0 + _ROUND))
+# Round-off in q * T or 1/q (0.1 * 30 = 3.0000000000000004) never adds a step: the one
+# rounding rule of dpacct (_check.ceil_count / floor_count).
+_ceil = _check.ceil_count
+_floor = _check.floor_count
 
 
 @dataclass(frozen=True, slots=True, init=False)

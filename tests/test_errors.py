@@ -107,7 +107,7 @@ def test_extreme_valid_inputs_work() -> None:
         (lambda: dpacct.zcdp.epsilon_from_rho(rho=-1.0, delta=1e-5), ValueError, r"^rho must be finite and >= 0, got -1\.0$"),
         (lambda: dpacct.zcdp.epsilon_from_rho(rho=1.0, delta=0.0), ValueError, r"^delta must be in \(0, 1\), got 0\.0$"),
         (lambda: dpacct.zcdp.epsilon_from_rho(rho=1.0, delta=1e-5, conversion="x"), ValueError,
-         r"^conversion must be one of 'rdp', 'simple', got 'x'$"),
+         r"^conversion must be one of 'improved', 'classic', got 'x'$"),
         (lambda: dpacct.zcdp.delta_from_rho(rho=math.inf, epsilon=1.0), ValueError, r"^rho must be finite and >= 0, got inf$"),
         (lambda: dpacct.zcdp.gaussian_rho(noise_multiplier=0.0), ValueError,
          r"^noise_multiplier must be finite and > 0, got 0\.0$"),

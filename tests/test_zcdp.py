@@ -78,7 +78,7 @@ def test_gaussian_rho_and_pure_dp_closed_forms() -> None:
 
 def test_simple_conversion_reference_value() -> None:
     """rho = 0.5, delta = 1e-5 gives 5.298525912188081 (STYLE.md reference; Bun & Steinke Prop. 1.3)."""
-    value = epsilon_from_rho(rho=0.5, delta=1e-5, conversion="simple")
+    value = epsilon_from_rho(rho=0.5, delta=1e-5, conversion="classic")
     np.testing.assert_allclose(value, 5.298525912188081, rtol=RTOL_CLOSED)
     assert value >= 5.298525912188081
 
@@ -91,7 +91,7 @@ def test_rdp_conversion_is_the_exact_minimum(rho: float, delta: float) -> None:
     reference = float(mp_rdp_conversion_min(rho, delta))
     assert value >= max(reference, 0.0)  # a negative minimum still certifies epsilon = 0
     np.testing.assert_allclose(value, max(reference, 0.0), rtol=RTOL_MINIMUM, atol=1e-15)
-    assert value <= epsilon_from_rho(rho=rho, delta=delta, conversion="simple")
+    assert value <= epsilon_from_rho(rho=rho, delta=delta, conversion="classic")
 
 
 @pytest.mark.parametrize(("rho", "epsilon"), [(0.01, 0.5), (0.5, 3.0), (0.5, 8.0), (5.0, 20.0)])
@@ -102,8 +102,8 @@ def test_rdp_delta_is_the_exact_minimum(rho: float, epsilon: float) -> None:
     assert value >= reference
     np.testing.assert_allclose(value, reference, rtol=RTOL_MINIMUM)
     simple = math.exp(-((epsilon - rho) ** 2) / (4 * rho))
-    assert value <= delta_from_rho(rho=rho, epsilon=epsilon, conversion="simple")
-    np.testing.assert_allclose(delta_from_rho(rho=rho, epsilon=epsilon, conversion="simple"), simple, rtol=RTOL_CLOSED)
+    assert value <= delta_from_rho(rho=rho, epsilon=epsilon, conversion="classic")
+    np.testing.assert_allclose(delta_from_rho(rho=rho, epsilon=epsilon, conversion="classic"), simple, rtol=RTOL_CLOSED)
 
 
 def test_zcdp_bounds_the_exact_gaussian_curve() -> None:
@@ -112,13 +112,13 @@ def test_zcdp_bounds_the_exact_gaussian_curve() -> None:
         acct = ZCDPAccountant().compose(GaussianMechanism(noise_multiplier=sigma), k)
         exact = gaussian.epsilon_for_delta(noise_multiplier=sigma / math.sqrt(k), delta=1e-5)
         assert acct.get_epsilon(1e-5) >= exact
-        assert ZCDPAccountant(conversion="simple").compose(GaussianMechanism(noise_multiplier=sigma), k).get_epsilon(
+        assert ZCDPAccountant(conversion="classic").compose(GaussianMechanism(noise_multiplier=sigma), k).get_epsilon(
             1e-5) >= acct.get_epsilon(1e-5)
 
 
 def test_spec_2_6_reference() -> None:
     """Yu et al. 2019 (Thm 2, random reshuffling): sigma = 6, q = 0.01, 400 epochs, delta = 1e-5: zCDP(RF), simple conversion, eps ~= 21.5."""
-    result = shuffled_epochs_epsilon(noise_multiplier=6.0, epochs=400, delta=1e-5, conversion="simple")
+    result = shuffled_epochs_epsilon(noise_multiplier=6.0, epochs=400, delta=1e-5, conversion="classic")
     rho = 400 / 72
     np.testing.assert_allclose(result.rho, rho, rtol=RTOL_CLOSED)
     np.testing.assert_allclose(result.zcdp_epsilon, rho + 2 * math.sqrt(rho * math.log(1e5)), rtol=RTOL_CLOSED)
@@ -241,7 +241,7 @@ def test_heuristic_refuses_outside_validity() -> None:
 def test_conversion_properties(rho: float, delta: float, factor: float) -> None:
     """Epsilon is >= 0, <= the simple value, increasing in rho and decreasing in delta; round trip holds."""
     eps = epsilon_from_rho(rho=rho, delta=delta)
-    assert 0.0 <= eps <= epsilon_from_rho(rho=rho, delta=delta, conversion="simple")
+    assert 0.0 <= eps <= epsilon_from_rho(rho=rho, delta=delta, conversion="classic")
     assert epsilon_from_rho(rho=rho * factor, delta=delta) >= eps
     assert epsilon_from_rho(rho=rho, delta=min(delta * factor, 0.9)) <= eps
     assert delta_from_rho(rho=rho, epsilon=eps) <= delta * (1 + 1e-9)
@@ -280,3 +280,16 @@ def test_results_speak_the_shared_vocabulary() -> None:
     assert paper.as_value().kind == "heuristic" and "NOT a guarantee" in paper.as_value().method
     sound = dropout.dpd_ac_noise_multiplier(epsilon=1.0, delta=1e-5, steps=1000, sampling_probability=0.01)
     assert sound.as_value().kind == "upper bound" and sound.as_value().quantity == "noise_multiplier"
+
+
+def test_former_conversion_names_are_deprecated_aliases() -> None:
+    """zCDP's conversions carry RDP's names; "rdp" and "simple" still give the same numbers, with a warning."""
+    for old, new in (("rdp", "improved"), ("simple", "classic")):
+        with pytest.warns(DeprecationWarning, match=new):
+            value = epsilon_from_rho(rho=0.5, delta=1e-5, conversion=old)
+        assert value == epsilon_from_rho(rho=0.5, delta=1e-5, conversion=new)
+        with pytest.warns(DeprecationWarning, match=new):
+            acct = ZCDPAccountant(conversion=old)
+        assert acct.compose(GaussianMechanism(noise_multiplier=2.0), 3).get_epsilon(1e-5) == ZCDPAccountant(
+            conversion=new
+        ).compose(GaussianMechanism(noise_multiplier=2.0), 3).get_epsilon(1e-5)

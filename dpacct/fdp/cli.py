@@ -76,7 +76,7 @@ def _sampling(args: argparse.Namespace) -> tuple[float, int]:
         if not 1 <= batch <= size:
             msg = f"batch_size must be in [1, dataset_size={size}], got {batch}"
             raise ValueError(msg)
-        return batch / size, math.ceil(epochs * size / batch - 1e-9)  # more steps only raise the risk
+        return batch / size, _check.ceil_count(epochs * size / batch)  # more steps only raise the risk
     if args.sampling_probability is None or args.steps is None:
         msg = "give --q and --steps, or --epochs, --batch-size and --dataset-size"
         raise ValueError(msg)

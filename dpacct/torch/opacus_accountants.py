@@ -143,7 +143,7 @@ def _wrap(original: Callable[..., float]) -> Callable[..., float]:
             assert epochs is not None
             e = _check.positive("epochs", epochs)
             # Round up: fewer steps than will run would calibrate too little noise.
-            steps = max(1, math.ceil(e / q * (1.0 - 1e-9)))  # 1e-9 absorbs round-off in e / q
+            steps = max(1, _check.ceil_count(e / q))  # round-off in e / q is absorbed
         result = calibrate(epsilon=target_epsilon, delta=target_delta, sampling_probability=q, steps=steps,
                            accountant=OPACUS_NAMES[accountant]._dpacct_accountant)
         return result.noise_multiplier

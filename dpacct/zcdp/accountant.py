@@ -19,6 +19,7 @@ from dpacct.accountant import Accountant, UnsupportedMechanismError
 from dpacct.mechanisms import GaussianMechanism, Mechanism, PoissonSampledGaussianMechanism
 from dpacct.results import Value
 from dpacct.zcdp.conversions import (
+    conversion_name,
     CONVERSIONS,
     _gaussian_rho,
     _rho,
@@ -56,9 +57,10 @@ class ZCDPAccountant(Accountant):
 
     Parameters
     ----------
-    conversion : {"rdp", "simple"}
-        zCDP to (epsilon, delta) conversion; see :func:`epsilon_from_rho`. The default
-        ``"rdp"`` is never larger than ``"simple"``.
+    conversion : {"improved", "classic"}
+        zCDP to (epsilon, delta) conversion; see :func:`epsilon_from_rho` (the former names
+        ``"rdp"`` and ``"simple"`` still work, with a DeprecationWarning). The default
+        ``"improved"`` is never larger than ``"classic"``.
 
     Notes
     -----
@@ -90,9 +92,9 @@ class ZCDPAccountant(Accountant):
 
     name = "zcdp"
 
-    def __init__(self, *, conversion: str = "rdp") -> None:
+    def __init__(self, *, conversion: str = "improved") -> None:
         super().__init__()
-        self._conversion = _check.one_of("conversion", conversion, CONVERSIONS)
+        self._conversion = conversion_name(conversion)
         self._direct: list[tuple[str, float, int]] = []
 
     @property

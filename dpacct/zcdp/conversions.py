@@ -35,7 +35,21 @@ __all__ = [
     "rho_to_epsilon",
 ]
 
-CONVERSIONS = ("rdp", "simple")
+#: zCDP -> (epsilon, delta) conversions, named as RDP's (``dpacct.rdp.CONVERSIONS``): zCDP is RDP
+#: of every order, rho * alpha, so the "classic" RDP conversion minimised over the order is exactly
+#: Bun & Steinke's rho + 2 sqrt(rho log(1/delta)), and "improved" applies Canonne, Kamath, Steinke's.
+CONVERSIONS = ("improved", "classic")
+_CONVERSION_ALIASES = {"rdp": "improved", "simple": "classic"}  # the names before 0.2, deprecated
+
+
+def conversion_name(conversion: Any) -> str:
+    """The conversion's name, with the former zCDP names accepted (DeprecationWarning)."""
+    if isinstance(conversion, str) and conversion in _CONVERSION_ALIASES:
+        new = _CONVERSION_ALIASES[conversion]
+        warnings.warn(f"conversion={conversion!r} is now called {new!r} (one name per conversion in every family)",
+                      DeprecationWarning, stacklevel=3)
+        return new
+    return _check.one_of("conversion", conversion, CONVERSIONS)
 
 #: The ``kind`` of every number produced by Yu et al.'s random-sampling analysis.
 HEURISTIC_KIND = "heuristic, not a proven bound (Yu et al. 2019, Thm 3)"
@@ -114,7 +128,7 @@ def rho_from_pure_dp(*, epsilon: float) -> float:
     return _up(0.5 * eps * eps) if eps > 0.0 else 0.0
 
 
-def epsilon_from_rho(*, rho: float, delta: ArrayLike, conversion: str = "rdp") -> float | NDArray[np.float64]:
+def epsilon_from_rho(*, rho: float, delta: ArrayLike, conversion: str = "improved") -> float | NDArray[np.float64]:
     r"""Convert :math:`\rho`-zCDP to :math:`(\varepsilon, \delta)`-DP.
 
     Parameters
@@ -123,9 +137,9 @@ def epsilon_from_rho(*, rho: float, delta: ArrayLike, conversion: str = "rdp") -
         zCDP parameter, finite and ``>= 0``.
     delta : float or array_like
         Target deltas in ``(0, 1)``.
-    conversion : {"rdp", "simple"}
-        ``"simple"``: :math:`\varepsilon = \rho + 2\sqrt{\rho\log(1/\delta)}` (Bun &
-        Steinke 2016, Proposition 1.3). ``"rdp"`` (default): the improved RDP
+    conversion : {"improved", "classic"}
+        ``"classic"``: :math:`\varepsilon = \rho + 2\sqrt{\rho\log(1/\delta)}` (Bun &
+        Steinke 2016, Proposition 1.3). ``"improved"`` (default): the improved RDP
         conversion applied to :math:`\mathrm{RDP}(\alpha) = \alpha\rho`, minimised
         exactly over the continuous order :math:`\alpha > 1`, and never above the
         simple value.
@@ -150,14 +164,14 @@ def epsilon_from_rho(*, rho: float, delta: ArrayLike, conversion: str = "rdp") -
 
     Examples
     --------
-    >>> round(epsilon_from_rho(rho=0.5, delta=1e-5, conversion="simple"), 9)
+    >>> round(epsilon_from_rho(rho=0.5, delta=1e-5, conversion="classic"), 9)
     5.298525912
     >>> round(epsilon_from_rho(rho=0.5, delta=1e-5), 6)
     4.728387
     """
     r = _rho(rho)
     d = _check.delta_array(delta)
-    kind = _check.one_of("conversion", conversion, CONVERSIONS)
+    kind = conversion_name(conversion)
     out = np.array([_epsilon_one(r, float(x), kind) for x in d.ravel()], dtype=np.float64).reshape(d.shape)
     return unwrap(out)
 
@@ -180,7 +194,7 @@ def _epsilon_one(rho: float, delta: float, conversion: str) -> float:
         return 0.0
     log_inv_delta = -math.log(delta)
     simple = _simple_epsilon(rho, log_inv_delta)
-    if conversion == "simple":
+    if conversion == "classic":
         return simple
 
     def slope(alpha: float) -> float:  # rho (alpha-1)^2 + log(alpha) - log(1/delta): increasing
@@ -197,7 +211,7 @@ def _epsilon_one(rho: float, delta: float, conversion: str) -> float:
     return max(0.0, min(value, simple))
 
 
-def delta_from_rho(*, rho: float, epsilon: ArrayLike, conversion: str = "rdp") -> float | NDArray[np.float64]:
+def delta_from_rho(*, rho: float, epsilon: ArrayLike, conversion: str = "improved") -> float | NDArray[np.float64]:
     r"""Convert :math:`\rho`-zCDP to the smallest certified delta at each epsilon.
 
     Parameters
@@ -206,10 +220,10 @@ def delta_from_rho(*, rho: float, epsilon: ArrayLike, conversion: str = "rdp") -
         zCDP parameter, finite and ``>= 0``.
     epsilon : float or array_like
         Epsilons, each finite and ``>= 0``.
-    conversion : {"rdp", "simple"}
-        ``"simple"`` inverts Bun & Steinke's formula:
+    conversion : {"improved", "classic"}
+        ``"classic"`` inverts Bun & Steinke's formula:
         :math:`\delta = e^{-(\varepsilon-\rho)^2/(4\rho)}` for :math:`\varepsilon \ge \rho`
-        (else 1). ``"rdp"`` (default) minimises the improved RDP conversion
+        (else 1). ``"improved"`` (default) minimises the improved RDP conversion
         :math:`\log\delta = (\alpha-1)(\alpha\rho - \varepsilon) + (\alpha-1)\log(1-1/\alpha) - \log\alpha`
         exactly over :math:`\alpha > 1` (stationary point: the unique root of the
         increasing :math:`(2\alpha-1)\rho - \varepsilon + \log(1-1/\alpha)`) and takes
@@ -222,12 +236,12 @@ def delta_from_rho(*, rho: float, epsilon: ArrayLike, conversion: str = "rdp") -
 
     Examples
     --------
-    >>> round(delta_from_rho(rho=0.5, epsilon=5.298525912188081, conversion="simple"), 12)
+    >>> round(delta_from_rho(rho=0.5, epsilon=5.298525912188081, conversion="classic"), 12)
     1e-05
     """
     r = _rho(rho)
     e = _check.epsilon_array(epsilon)
-    kind = _check.one_of("conversion", conversion, CONVERSIONS)
+    kind = conversion_name(conversion)
     out = np.array([_delta_one(r, float(x), kind) for x in e.ravel()], dtype=np.float64).reshape(e.shape)
     return unwrap(out)
 
@@ -241,7 +255,7 @@ def _delta_one(rho: float, epsilon: float, conversion: str) -> float:
         simple_log = -((epsilon - rho) ** 2) / (4.0 * rho)
         simple_log += _ROUND_UP * abs(simple_log)
     best_log = simple_log
-    if conversion == "rdp":
+    if conversion == "improved":
 
         def slope(alpha: float) -> float:  # derivative of log delta(alpha): increasing in alpha
             return (2.0 * alpha - 1.0) * rho - epsilon + math.log1p(-1.0 / alpha)

@@ -17,6 +17,7 @@ from dpacct import _check, gaussian
 from dpacct._shape import unwrap
 from dpacct.results import Value
 from dpacct.zcdp.conversions import (
+    conversion_name,
     CONVERSIONS,
     GAUSSIAN_KIND,
     HEURISTIC_KIND,
@@ -125,7 +126,7 @@ class ShuffledEpochs:
 
 
 def shuffled_epochs_epsilon(
-    *, noise_multiplier: float, epochs: int, delta: float, conversion: str = "rdp"
+    *, noise_multiplier: float, epochs: int, delta: float, conversion: str = "improved"
 ) -> ShuffledEpochs:
     r"""Epsilon of E epochs of disjoint batches by zCDP (random reshuffling) and exactly.
 
@@ -137,7 +138,7 @@ def shuffled_epochs_epsilon(
         Number of epochs E, ``>= 0``; each record is in exactly one batch per epoch.
     delta : float
         Target delta in ``(0, 1)``.
-    conversion : {"rdp", "simple"}
+    conversion : {"improved", "classic"}
         zCDP to (epsilon, delta) conversion for the zCDP number.
 
     Returns
@@ -151,14 +152,14 @@ def shuffled_epochs_epsilon(
 
     Examples
     --------
-    >>> r = shuffled_epochs_epsilon(noise_multiplier=6.0, epochs=400, delta=1e-5, conversion="simple")
+    >>> r = shuffled_epochs_epsilon(noise_multiplier=6.0, epochs=400, delta=1e-5, conversion="classic")
     >>> round(r.zcdp_epsilon, 1), round(r.gaussian_epsilon, 2)
     (21.6, 19.13)
     """
     sigma = _check.noise_multiplier(noise_multiplier)
     n = _check.count("epochs", epochs)
     d = _check.delta(delta)
-    kind = _check.one_of("conversion", conversion, CONVERSIONS)
+    kind = conversion_name(conversion)
     rho = _up(n * _gaussian_rho(sigma)) if n > 0 else 0.0
     zcdp_eps = float(epsilon_from_rho(rho=rho, delta=d, conversion=kind))
     if n == 0:
