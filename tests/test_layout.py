@@ -12,6 +12,8 @@ PATHS = [
     ("dpacct.pld", "PLDAccountant"),
     ("dpacct.pld", "Bounds"),
     ("dpacct.pld_discrete", "DiscretePLD"),
+    ("dpacct.pld_discrete", "ComposedPMF"),
+    ("dpacct.pld", "DiscretePLD"),
     ("dpacct.rdp", "RDPAccountant"),
     ("dpacct.rdp", "OrderGridWarning"),
     ("dpacct.rdp", "DEFAULT_ORDERS"),

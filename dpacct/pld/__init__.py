@@ -1,5 +1,6 @@
 """Privacy loss distributions (PLD): the accountant and its certified bounds (see :mod:`dpacct.pld.accountant`)."""
 
 from dpacct.pld.accountant import Bounds, PLDAccountant
+from dpacct.pld.discrete import ComposedPMF, DiscretePLD
 
-__all__ = ["Bounds", "PLDAccountant"]
+__all__ = ["Bounds", "ComposedPMF", "DiscretePLD", "PLDAccountant"]

@@ -80,7 +80,7 @@ def delta_shuffle_lower(
     permutation : {"fresh", "same"}
         ``"fresh"`` (default): a new permutation every epoch; for ``E > 1`` the bound is
         the hockey-stick divergence of the E-fold product of each epoch's max-statistic
-        pair, from an optimistic PLD (:mod:`dpacct.pld_discrete`), a lower bound.
+        pair, from an optimistic PLD (:mod:`dpacct.pld.discrete`), a lower bound.
         ``"same"``: one permutation reused every epoch, which is exactly one epoch with
         ``noise_multiplier / sqrt(E)``. For one epoch both are the single-epoch bound
         below.

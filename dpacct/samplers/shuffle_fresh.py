@@ -19,7 +19,7 @@ mechanism's delta. ``M`` has the CDFs
 
 evaluated as logarithms (``log_ndtr``), so ``T`` up to 1e7 does not underflow.
 The divergence of the ``E``-fold product is computed as an **optimistic**
-:class:`dpacct.pld_discrete.DiscretePLD` (bucketing the line of ``M`` and rounding
+:class:`dpacct.pld.DiscretePLD` (bucketing the line of ``M`` and rounding
 each bucket's loss down: a certified lower bound on the max-statistic pair's
 divergence), composed ``E`` times; the larger of the two directions is reported.
 """
@@ -36,7 +36,7 @@ from scipy.special import log_ndtr
 
 from dpacct import _check
 from dpacct._shape import unwrap
-from dpacct.pld_discrete import DiscretePLD
+from dpacct.pld.discrete import DiscretePLD
 
 __all__ = ["delta_shuffle_lower_fresh", "epsilon_shuffle_lower_fresh"]
 
