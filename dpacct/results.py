@@ -44,7 +44,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["GUARANTEES", "KINDS", "Interval", "Kind", "Quantity", "Value", "to_json"]
+__all__ = ["GUARANTEES", "KINDS", "Interval", "Kind", "Quantity", "Value", "json_safe", "to_json"]
 
 Kind = Literal["upper bound", "lower bound", "exact", "estimate", "heuristic", "conjectured"]
 Quantity = Literal["epsilon", "delta", "rho", "mu", "tpr", "advantage", "tradeoff", "noise_multiplier"]
@@ -165,18 +165,23 @@ class Interval:
         return Value(value=self.lower, quantity=self.quantity, kind="lower bound", method=self.method, details=self.details)
 
 
-def _plain(x: Any) -> Any:
+def json_safe(x: Any) -> Any:
+    """Plain JSON data for ``x`` (arrays as lists, non-finite floats as the strings "inf", "-inf", "nan").
+
+    >>> json_safe({"epsilon": float("inf"), "orders": (1.5, 2)})
+    {'epsilon': 'inf', 'orders': [1.5, 2]}
+    """
     if isinstance(x, np.ndarray):
-        return [_plain(v) for v in x.tolist()]
+        return [json_safe(v) for v in x.tolist()]
     if isinstance(x, (float, np.floating)):
         f = float(x)
         return f if math.isfinite(f) else ("inf" if f > 0 else "-inf" if f < 0 else "nan")
     if isinstance(x, (np.integer,)):
         return int(x)
     if isinstance(x, Mapping):
-        return {str(k): _plain(v) for k, v in x.items()}
+        return {str(k): json_safe(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
-        return [_plain(v) for v in x]
+        return [json_safe(v) for v in x]
     return x
 
 
@@ -190,10 +195,10 @@ def to_json(result: Value | Interval) -> dict[str, Any]:
     """
     if isinstance(result, Value):
         out: dict[str, Any] = {"quantity": result.quantity, "kind": result.kind, "method": result.method,
-                               "value": _plain(result.value)}
+                               "value": json_safe(result.value)}
     else:
         out = {"quantity": result.quantity, "kind": "interval", "method": result.method,
-               "lower": _plain(result.lower), "upper": _plain(result.upper)}
+               "lower": json_safe(result.lower), "upper": json_safe(result.upper)}
     if result.details:
-        out["details"] = _plain(result.details)
+        out["details"] = json_safe(result.details)
     return out

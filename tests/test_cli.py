@@ -486,3 +486,16 @@ def test_epsilon_jl_dim_accounts_dp_sgd_jl(capsys: pytest.CaptureFixture[str]) -
     assert plain < per_example["epsilon"] < 1.2 * plain  # r = 100 is close to exact norms
     assert main([*run, "--jl-dim", "100", "--sampler", "shuffle"]) == 2
     assert "--jl-dim" in capsys.readouterr().err
+
+
+def test_json_is_strict_even_for_an_unbounded_epsilon(capsys: pytest.CaptureFixture[str]) -> None:
+    """r = 1 projections: no finite upper bound; --json says "inf" (strict JSON), never the non-standard Infinity."""
+    run = ["epsilon", "--sigma", "1", "--q", "0.1", "--steps", "5", "--delta", "1e-5", "--jl-dim", "1", "--json"]
+    assert main(run) == 0
+
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"non-standard JSON constant {constant}")
+
+    report = json.loads(capsys.readouterr().out, parse_constant=refuse)
+    assert report["epsilon"] == "inf" and report["epsilon_lower_bound"] > 100  # astronomically large, finite
+    assert "note" in report

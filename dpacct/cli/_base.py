@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from dpacct.results import json_safe
 from dpacct.run import Run
 
 __all__ = [
@@ -185,7 +186,8 @@ def print_table(report: dict[str, Any]) -> None:
 
 
 def print_json(report: dict[str, Any]) -> None:
-    print(json.dumps(report))
+    """One strict JSON object (an unbounded epsilon is the string "inf", never the non-standard Infinity)."""
+    print(json.dumps(json_safe(report), allow_nan=False))
 
 
 def emit_notes(notes: Notes) -> None:
