@@ -68,6 +68,22 @@ std::vector<double> to_vector(const Array& a, const char* name) {
 
 Array to_array(const std::vector<double>& v) { return Array(static_cast<py::ssize_t>(v.size()), v.data()); }
 
+// (lower, upper) arrays of delta bounds at an array of epsilons, for either composer.
+template <class Composed>
+py::tuple delta_bounds_of(const Composed& self, const Array& epsilon) {
+  Array lower(epsilon.request().shape);
+  Array upper(epsilon.request().shape);
+  const double* e = epsilon.data();
+  double* lo = lower.mutable_data();
+  double* up = upper.mutable_data();
+  const auto n = static_cast<std::size_t>(epsilon.size());
+  {
+    py::gil_scoped_release release;
+    for (std::size_t i = 0; i < n; ++i) self.delta_bounds(e[i], &lo[i], &up[i]);
+  }
+  return py::make_tuple(lower, upper);
+}
+
 }  // namespace
 
 void bind_pld(py::module_& m) {
@@ -167,19 +183,7 @@ void bind_pld(py::module_& m) {
            "steps"_a, "counts"_a, "tilt"_a, "max_size"_a)
       .def(
           "delta_bounds",
-          [](const dpacct::pld::ComposedPld& self, const Array& epsilon) {
-            Array lower(epsilon.request().shape);
-            Array upper(epsilon.request().shape);
-            const double* e = epsilon.data();
-            double* lo = lower.mutable_data();
-            double* up = upper.mutable_data();
-            const auto n = static_cast<std::size_t>(epsilon.size());
-            {
-              py::gil_scoped_release release;
-              for (std::size_t i = 0; i < n; ++i) self.delta_bounds(e[i], &lo[i], &up[i]);
-            }
-            return py::make_tuple(lower, upper);
-          },
+          &delta_bounds_of<dpacct::pld::ComposedPld>,
           "epsilon"_a, "(lower, upper) bounds on delta(epsilon) for this direction.")
       .def(
           "epsilon_bounds",
@@ -216,19 +220,7 @@ void bind_pld(py::module_& m) {
            "small"_a, "rare"_a, "count"_a, "rare_max"_a, "tilt"_a, "rare_tilt"_a, "max_size"_a)
       .def(
           "delta_bounds",
-          [](const dpacct::pld::SplitComposedPld& self, const Array& epsilon) {
-            Array lower(epsilon.request().shape);
-            Array upper(epsilon.request().shape);
-            const double* e = epsilon.data();
-            double* lo = lower.mutable_data();
-            double* up = upper.mutable_data();
-            const auto n = static_cast<std::size_t>(epsilon.size());
-            {
-              py::gil_scoped_release release;
-              for (std::size_t i = 0; i < n; ++i) self.delta_bounds(e[i], &lo[i], &up[i]);
-            }
-            return py::make_tuple(lower, upper);
-          },
+          &delta_bounds_of<dpacct::pld::SplitComposedPld>,
           "epsilon"_a, "(lower, upper) bounds on delta(epsilon) for this direction.")
       .def(
           "epsilon_bounds",

@@ -442,6 +442,29 @@ double decay_norm(double tilt, double d, std::size_t n) {
   return std::sqrt(static_cast<double>(n));
 }
 
+// The entries i in (i_a, min(i_b, n)) of a tilted M sequence, each times piece(loss k_i):
+// sum_i c_i w_i piece_i and sqrt(sum_i (w_i piece_i)^2) (for the round-off charge), with
+// w_i = e^{-tilt (k_i - k_ref)} relative to k_ref = the loss of entry min(i_b, n);
+// the untilted sum is e^{log_scale - tilt k_ref} times the first.
+struct Middle {
+  double sum, norm, tilt_ref;  // tilt_ref = -tilt k_ref
+};
+
+template <class F>
+Middle middle_sum(const std::vector<double>& c, double tilt, long start, double d, long i_a, long i_b, F piece) {
+  const long ref = std::min(i_b, static_cast<long>(c.size()));
+  const double k_ref = static_cast<double>(start + ref) * d;
+  double sum = 0.0, norm2 = 0.0;
+  for (long i = std::max(i_a + 1, 0L); i < ref; ++i) {
+    const double k = static_cast<double>(start + i) * d;
+    const double f = piece(k);
+    const double w = std::exp(-tilt * (k - k_ref));
+    sum += c[static_cast<std::size_t>(i)] * w * f;
+    norm2 += w * w * f * f;
+  }
+  return {sum, std::sqrt(norm2), -tilt * k_ref};
+}
+
 }  // namespace
 
 // delta_u(eps) = sum_k M_k U_G(eps - k D_R), k = m_start + i. G's pieces are at most
@@ -458,19 +481,9 @@ double SplitComposedPld::upper_bound(double epsilon_in) const {
   const long i_b = std::max(static_cast<long>(std::floor((eps - g_low_) / dc)) + 1 - m_start_, i_a + 1);
   double value = 0.0;
   if (i_a >= 0) value += g_upper(g_high_) * std::exp(m.log_total);
-  // Middle: relative to the reference loss k_ref = m_start + i_b (weights e^{-tilt (k - k_ref) D} >= 1 there).
-  const long ref = std::min(i_b, n);
-  const double k_ref = static_cast<double>(m_start_ + ref) * dc;
-  double sum = 0.0, norm2 = 0.0;
-  for (long i = std::max(i_a + 1, 0L); i < ref; ++i) {
-    const double k = static_cast<double>(m_start_ + i) * dc;
-    const double u = g_upper(eps - k);
-    const double w = std::exp(-m.tilt * (k - k_ref));
-    sum += m.c[static_cast<std::size_t>(i)] * w * u;
-    norm2 += w * w * u * u;
-  }
-  const double middle = sum * (1.0 + 4.0 * kU * static_cast<double>(n + 8)) + m.err * std::sqrt(norm2);
-  if (middle > 0.0) value += std::exp(m.log_scale - m.tilt * k_ref + std::log(middle));
+  const Middle mid = middle_sum(m.c, m.tilt, m_start_, dc, i_a, i_b, [&](double k) { return g_upper(eps - k); });
+  const double middle = mid.sum * (1.0 + 4.0 * kU * static_cast<double>(n + 8)) + m.err * mid.norm;
+  if (middle > 0.0) value += std::exp(m.log_scale + mid.tilt_ref + std::log(middle));
   if (i_b < n) {
     const auto b = static_cast<std::size_t>(std::max(i_b, 0L));
     const double kb = static_cast<double>(m_start_ + static_cast<long>(b)) * dc;
@@ -498,18 +511,9 @@ double SplitComposedPld::threshold_value(double epsilon, double z) const {
   // P side (low): 0 above G's windows; explicit in the middle; a constant times a suffix below.
   double p_value = 0.0, q_value = 0.0;
   if (mp_.log_total > kNegInf) {
-    const long ref = std::min(i_b, n);
-    const double k_ref = static_cast<double>(m_start_ + ref) * dc;
-    double sum = 0.0, norm2 = 0.0;
-    for (long i = std::max(i_a + 1, 0L); i < ref; ++i) {
-      const double k = static_cast<double>(m_start_ + i) * dc;
-      const double p = g_p(z - k);
-      const double w = std::exp(-mp_.tilt * (k - k_ref));
-      sum += mp_.c[static_cast<std::size_t>(i)] * w * p;
-      norm2 += w * w * p * p;
-    }
-    double part = sum * (1.0 - rel) - mp_.err * std::sqrt(norm2);
-    double total = part > 0.0 ? std::exp(mp_.log_scale - mp_.tilt * k_ref + std::log(part)) : 0.0;
+    const Middle mid = middle_sum(mp_.c, mp_.tilt, m_start_, dc, i_a, i_b, [&](double k) { return g_p(z - k); });
+    const double part = mid.sum * (1.0 - rel) - mp_.err * mid.norm;
+    double total = part > 0.0 ? std::exp(mp_.log_scale + mid.tilt_ref + std::log(part)) : 0.0;
     if (i_b < n) {
       const auto b = static_cast<std::size_t>(std::max(i_b, 0L));
       const double kb = static_cast<double>(m_start_ + static_cast<long>(b)) * dc;
@@ -524,18 +528,9 @@ double SplitComposedPld::threshold_value(double epsilon, double z) const {
   if (mq_.log_total > kNegInf) {
     double total = 0.0;
     if (i_a >= 0) total += g_q(g_high_) * std::exp(mq_.log_total);
-    const long ref = std::min(i_b, n);
-    const double k_ref = static_cast<double>(m_start_ + ref) * dc;
-    double sum = 0.0, norm2 = 0.0;
-    for (long i = std::max(i_a + 1, 0L); i < ref; ++i) {
-      const double k = static_cast<double>(m_start_ + i) * dc;
-      const double q = g_q(z - k);
-      const double w = std::exp(-mq_.tilt * (k - k_ref));
-      sum += mq_.c[static_cast<std::size_t>(i)] * w * q;
-      norm2 += w * w * q * q;
-    }
-    const double middle = sum * (1.0 + rel) + mq_.err * std::sqrt(norm2);
-    if (middle > 0.0) total += std::exp(mq_.log_scale - mq_.tilt * k_ref + std::log(middle));
+    const Middle mid = middle_sum(mq_.c, mq_.tilt, m_start_, dc, i_a, i_b, [&](double k) { return g_q(z - k); });
+    const double middle = mid.sum * (1.0 + rel) + mq_.err * mid.norm;
+    if (middle > 0.0) total += std::exp(mq_.log_scale + mid.tilt_ref + std::log(middle));
     if (i_b < n) {
       const auto b = static_cast<std::size_t>(std::max(i_b, 0L));
       const double kb = static_cast<double>(m_start_ + static_cast<long>(b)) * dc;
