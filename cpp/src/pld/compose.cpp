@@ -163,7 +163,7 @@ bool prefer_full(double full_span, double window_span) {
 // Numerical Algorithms", 2nd ed., Sec. 24.1, componentwise). With b_k = |z_k| + e >= the
 // exact and the computed moduli, the product of powers errs by at most
 // S_k = sum_g T_g e b_gk^{T_g - 1} prod_{g' != g} b_g'k^{T_g'} (mean value theorem), the
-// powers and products by rho |Z_k| (repeated squaring), and the inverse transform by
+// powers and products by rho |Z_k| (rho ~ 8 u T: repeated squaring), and the inverse transform by
 // error_bound(N) ||Z||; Parseval turns the spectrum's 2-norm into the entries'. Unlike a
 // bound of T e ||p||_2 this follows the composed distribution: the spectrum of a spread
 // composition decays, so far fewer than T e of error remain.
@@ -207,7 +207,10 @@ std::vector<double> compose(const std::vector<const Tilted*>& seqs, const std::v
       bound_s[k] = bound_s[k] * b_t + bound_p[k] * count * e * std::exp((count - 1.0) * log_b);
       bound_p[k] *= b_t;
     }
-    rho += (4.0 * std::log2(count + 1.0) + 8.0) * kU;
+    // Repeated squaring raises each rounding to the power of the exponent still to come:
+    // the computed power errs by <= (1 + 3u)^(2 count + log2 count) - 1 relative (complex
+    // products within 3u; Higham Lemma 3.5), the products over the groups by 3u each.
+    rho += 8.0 * kU * (count + std::log2(count + 1.0) + 2.0);
   }
   // Parseval over the full spectrum (k and N - k alike, except 0 and N/2).
   double spec2 = 0.0, err2 = 0.0;
