@@ -36,6 +36,16 @@ This follows what the *composed* answer needs, not the spread of one step:
 at tiny sampling rates the per-step loss is a narrow spike of width ~q near 0
 whose composed effect is small, and resolving it would need grids millions of
 points long.
+
+Tiny sampling rates (q <= 1e-4, at most 100 expected hits). There one step's loss
+is a narrow spike near 0 plus rare large losses, and no single tilt serves both:
+the tilt that lifts a small delta near a small epsilon would multiply the rare
+losses out of range. Each step is then cut at a loss tau into its bounded part,
+composed on a fine grid with as much tilt as the query needs, and its rare part,
+composed by the number of rare steps (binomial identity; beyond H of them the
+mass is charged), on a coarse grid (``cpp/include/dpacct/pld/split.hpp``). At
+q <= 1e-6 this goes first; above, only where the whole-grid composer misses its
+target, and the two certified intervals are intersected.
 """
 
 from __future__ import annotations
