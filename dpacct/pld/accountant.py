@@ -322,11 +322,13 @@ class PLDAccountant(Accountant):
         Tilting by the slope itself would put O(1) tilted mass at the queried
         epsilon; ``c < 1`` of it leaves about ``delta^(1 - c)`` there while the
         tilted tails (and so the FFT window) stay much shorter.
-        ``c = max(1/2, 1 - 6 / log10(1/delta))`` keeps that mass >= 1e-6, far
-        above the FFT round-off, down to the smallest deltas.
+        ``c = max(1/2, 1 - 3 / log10(1/delta))`` keeps that mass >= 1e-3, far
+        above the FFT round-off (bounded along the composed spectrum), down to the
+        smallest deltas: at delta = 1e-14 (sigma=1, q=1e-3, T=1e4) the interval is
+        0.26 % wide, where keeping only 1e-6 left it 6.7 % wide.
         """
         log10_inverse = -math.log10(min(max(delta_scale, 1e-300), 0.1))
-        strength = max(_TILT_STRENGTH, 1.0 - 6.0 / log10_inverse)
+        strength = max(_TILT_STRENGTH, 1.0 - 3.0 / log10_inverse)
         return strength * max(slope, 0.0) if math.isfinite(slope) else 0.0
 
     def _grid(self, groups: list[tuple[_Spec, int]], direction: str, allowed: float) -> float:
