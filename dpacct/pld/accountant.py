@@ -460,7 +460,10 @@ class PLDAccountant(Accountant):
             split = False
             if best_upper - best_lower <= self._relative_accuracy * best_upper or best_upper <= irrelevant_below:
                 return best_lower, best_upper
-        for refinement in range(_REFINEMENTS + 1):
+        retilted = 0  # 1 once the first grid has reset the tilt (that grid does not count as a refinement)
+        for refinement in range(_REFINEMENTS + 2):
+            if refinement == _REFINEMENTS + 1 and not retilted:
+                break
             composed = self._composed(groups, direction, discretization, tilt)
             lo, up = composed.delta_bounds(np.array([epsilon]))
             previous_gap = best_upper - best_lower
@@ -470,9 +473,25 @@ class PLDAccountant(Accountant):
                 break
             if best_upper <= irrelevant_below:
                 return best_lower, best_upper
+            if refinement == 0 and 0.0 < best_upper < 1.0:
+                # The Chernoff guide can be orders of magnitude off (tiny q); the first grid measures
+                # the local slope of log delta, which sets the tilt and the grid instead.
+                step = max(4.0 * discretization, 1e-3 * max(epsilon, 1.0))
+                further = float(composed.delta_bounds(np.array([epsilon + step]))[1][0])
+                if 0.0 < further < best_upper:
+                    # An upper bound still floored by round-off looks flatter than delta is: never
+                    # below the guide's slope; the strength follows the measured delta.
+                    slope = max((math.log(best_upper) - math.log(further)) / step - 1.0, guide.slope, 0.0)
+                    measured = min(self._tilt(slope, best_upper), 4.0 * max(tilt, 0.25))
+                    if measured > 1.25 * tilt:
+                        retilted = 1
+                        tilt = measured
+                        allowed = self._relative_accuracy / (slope + 1.0)
+                        discretization = min(discretization, self._grid(groups, direction, allowed))
+                        continue  # the next grid is judged as a first one (no "stopped paying" test yet)
             # A finer grid only helps where the grid limits the gap: stop once refining stops
             # paying (round-off limits the gap there; more tilt helps, below).
-            if best_upper <= 0.0 or (refinement > 0 and gap > 0.7 * previous_gap):
+            if best_upper <= 0.0 or (refinement > retilted and gap > 0.7 * previous_gap):
                 break
             discretization = _refine(discretization, gap, self._relative_accuracy * best_upper)
         # Round-off, not the grid, limits the gap where the tilt is too small for this delta.

@@ -169,7 +169,10 @@ bool prefer_full(double full_span, double window_span) {
 // composition decays, so far fewer than T e of error remain.
 std::vector<double> compose(const std::vector<const Tilted*>& seqs, const std::vector<double>& counts,
                             const fft::RealPlan& plan, long start, std::size_t single_size, double* error) {
-  *error = 0.0;
+  // Exact but for underflow: a tilted entry (or a suffix-sum term) below the double range
+  // is lost, at most denorm_min each; under a strong tilt the scale e^{log_shift - tilt K D}
+  // can make even that matter, so it is charged like round-off.
+  *error = 4.0 * static_cast<double>(std::max(single_size, plan.size()) + 2) * std::numeric_limits<double>::denorm_min();
   if (single_size > 0) {  // one step, count 1: its own entries, exactly
     std::vector<double> out(single_size, 0.0);
     const Tilted& t = *seqs[0];
@@ -221,8 +224,8 @@ std::vector<double> compose(const std::vector<const Tilted*>& seqs, const std::v
     spec2 += w * a * a;
     err2 += w * d * d;
   }
-  *error = (std::sqrt(err2) + eta * std::sqrt(spec2)) / std::sqrt(static_cast<double>(size)) * (1.0 + 1e-10) +
-           8.0 * kU * static_cast<double>(seqs.size()) / static_cast<double>(size);
+  *error += (std::sqrt(err2) + eta * std::sqrt(spec2)) / std::sqrt(static_cast<double>(size)) * (1.0 + 1e-10) +
+            8.0 * kU * static_cast<double>(seqs.size()) / static_cast<double>(size);
   const std::vector<double> circular = plan.inverse(total);
   std::vector<double> out(size);
   const double inv_n = 1.0 / static_cast<double>(size);
