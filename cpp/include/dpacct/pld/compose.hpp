@@ -25,11 +25,14 @@
 // aliased in from outside (>= 0, bounded by the two tails): charged to both
 // bounds.
 //
-// ROUND-OFF. FFT round-off is bounded in the 2-norm (Higham, "Accuracy and
-// Stability of Numerical Algorithms", 2nd ed., Thm 24.2, through
-// fft::error_bound) and carried to the suffix sums by Cauchy-Schwarz; the
-// relative rounding of the tilted entries is composed as a log factor; the
-// losses' own rounding (StepPmf::loss_slack) shifts epsilon.
+// ROUND-OFF. Each forward transform errs by at most fft::error_bound(N) in every
+// component (Higham, "Accuracy and Stability of Numerical Algorithms", 2nd ed.,
+// Sec. 24.1); that error is carried through the power of the spectrum frequency by
+// frequency (so it follows the composed distribution, not T times one step's),
+// turned into a 2-norm bound on the entries by Parseval (compose.cpp, compose()),
+// and carried to the suffix sums by Cauchy-Schwarz; entries lost to underflow are
+// charged too. The relative rounding of the tilted entries is composed as a log
+// factor; the losses' own rounding (StepPmf::loss_slack) shifts epsilon.
 //
 // UPPER BOUND: delta_u(eps) = sum_{K D > eps} p_K (1 - e^{eps - K D}) of the
 // composed grid masses, plus the round-off, window and +inf terms.
