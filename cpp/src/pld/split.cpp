@@ -145,7 +145,7 @@ SplitStep discretize_split(const MonotonePair& pair, double d, long ratio, long 
   // Clamped tails, as in discretize(): the smallest losses move up one grid point
   // of the part holding the lowest cell; the largest go to +inf (rare part).
   if (!std::isinf(x_small)) {
-    StepPmf& part = n_a > 0 ? ra : sm;
+    StepPmf& part = n_a > 0 || n_b == 0 ? ra : sm;  // never the empty stand-in: that mass must stay
     const double tail = pair.edge_p(x_small).log_cdf;
     if (part.log_upper.size() > 1) part.log_upper[1] = log_add(part.log_upper[1], tail + kLogError * (1.0 + std::fabs(tail)));
   }
@@ -204,8 +204,7 @@ StepPmf coarsen(const StepPmf& fine, long ratio) {
 }
 
 SplitComposedPld::SplitComposedPld(const SplitStep& split, double count, long rare_max, double tilt,
-                                   double rare_tilt, std::size_t max_size)
-    : count_(count) {
+                                   double rare_tilt, std::size_t max_size) {
   require_nonnegative_finite("rare_tilt", rare_tilt);
   if (!(count >= 1.0 && count == std::floor(count) && count < 9.0e15)) fail("count", "an integer >= 1", count);
   require_nonnegative_finite("tilt", tilt);

@@ -84,7 +84,6 @@ class SplitComposedPld {
   double g_p(double y) const;
   double g_q(double y) const;
 
-  double count_ = 0.0;
   long rare_max_ = 0;
   double d_fine_ = 0.0, d_coarse_ = 0.0;
   bool g_identity_ = false;  // T <= H: G is the unit mass at loss 0
