@@ -51,6 +51,7 @@ from dpacct.samplers.conjectured import (
     delta_shuffle_conjectured_mc,
     epsilon_shuffle_conjectured_mc,
 )
+from dpacct.samplers.fixed_size import FixedSizeBounds, fixed_size_bounds, fixed_size_rows
 from dpacct.samplers.run_comparison import RunComparison, compare_run
 from dpacct.samplers.shuffle import (
     delta_shuffle_lower,
@@ -65,6 +66,7 @@ __all__ = [
     "Bound",
     "ConjecturedEpsilon",
     "ConjecturedEstimate",
+    "FixedSizeBounds",
     "PERMUTATIONS",
     "PoissonBounds",
     "RunComparison",
@@ -85,6 +87,8 @@ __all__ = [
     "epsilon_shuffle_lower",
     "epsilon_shuffle_lower_fresh",
     "epsilon_shuffle_upper",
+    "fixed_size_bounds",
+    "fixed_size_rows",
     "plot_samplers",
     "shuffle_interval",
     "sweep_samplers",
