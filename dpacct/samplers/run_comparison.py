@@ -67,6 +67,15 @@ class RunComparison:
         msg = f"no row for sampler {sampler!r} of kind {kind!r}"
         raise KeyError(msg)
 
+    def best(self) -> tuple[str, Value]:
+        """The sampler with the smallest certified upper bound (an exact value counts as one), and that bound.
+
+        Certified numbers only: a sampler's lower bound or an estimate never wins.
+        """
+        certified = [(float(v), name, v) for name, v in self.rows if v.kind in ("exact", "upper bound")]
+        _, name, value = min(certified, key=lambda item: item[0])
+        return name, value
+
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: the run, the fixed value and one :func:`~dpacct.results.to_json` object per row."""
         fixed = "delta" if self.quantity == "epsilon" else "epsilon"
@@ -79,6 +88,7 @@ class RunComparison:
             "steps_by_sampler": {s: self.run.steps(s) for s in ("poisson", "shuffle")},
             "participations": self.run.participations("deterministic"),
             "rows": [{"sampler": sampler, **to_json(v)} for sampler, v in self.rows],
+            "best_certified": {"sampler": self.best()[0], **to_json(self.best()[1])},
         }
 
 
