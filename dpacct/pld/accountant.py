@@ -435,13 +435,21 @@ class PLDAccountant(Accountant):
         parts = []
         for spec, count in groups:
             step = self._coarse(spec, direction)
-            loss = (step.upper_low + np.arange(step.log_upper.size)) * step.discretization
-            parts.append((float(count), step.log_upper, loss))
+            log_mass = np.asarray(step.log_upper)
+            loss = (step.upper_low + np.arange(log_mass.size)) * step.discretization
+            keep = np.isfinite(log_mass)  # empty cells add nothing
+            parts.append((float(count), log_mass[keep], loss[keep]))
 
         def cumulant(slope: float) -> float:
             total = 0.0
             for count, log_mass, loss in parts:
-                total += count * float(np.logaddexp.reduce(log_mass + slope * loss))
+                if log_mass.size == 0:
+                    return -math.inf
+                v = log_mass + slope * loss
+                top = float(v.max())
+                if not math.isfinite(top):
+                    return top
+                total += count * (top + math.log(float(np.exp(v - top).sum())))
             return total
 
         return cumulant
