@@ -19,6 +19,11 @@ guarantee (Chua et al., ICML 2024):
   ``[shuffle lower bound, deterministic upper bound]`` (:func:`shuffle_interval`) and
   never the Poisson number.
 
+* **truncated Poisson**: Poisson batches cut to at most ``B`` records (a uniformly
+  random ``B``-subset of a larger draw); certified ``(lower, upper)`` PLD bounds
+  from a dominating mixture (:mod:`dpacct.samplers.truncated_poisson`,
+  :func:`delta_truncated_poisson_bounds`, :func:`epsilon_truncated_poisson_bounds`).
+
 :func:`compare_samplers` puts all of these side by side.
 
 References
@@ -60,6 +65,14 @@ from dpacct.samplers.shuffle import (
     shuffle_interval,
 )
 from dpacct.samplers.shuffle_fresh import delta_shuffle_lower_fresh, epsilon_shuffle_lower_fresh
+from dpacct.samplers.truncated_poisson import (
+    TruncatedPoissonBounds,
+    TruncatedPoissonPair,
+    delta_truncated_poisson_bounds,
+    epsilon_truncated_poisson_bounds,
+    truncated_poisson_pair,
+    truncated_poisson_rows,
+)
 
 __all__ = [
     "Bound",
@@ -71,6 +84,8 @@ __all__ = [
     "SamplerComparison",
     "SamplerSweep",
     "ShuffleInterval",
+    "TruncatedPoissonBounds",
+    "TruncatedPoissonPair",
     "compare_run",
     "compare_samplers",
     "delta_deterministic",
@@ -79,13 +94,17 @@ __all__ = [
     "delta_shuffle_lower",
     "delta_shuffle_lower_fresh",
     "delta_shuffle_upper",
+    "delta_truncated_poisson_bounds",
     "epsilon_deterministic",
     "epsilon_poisson_bounds",
     "epsilon_shuffle_conjectured_mc",
     "epsilon_shuffle_lower",
     "epsilon_shuffle_lower_fresh",
     "epsilon_shuffle_upper",
+    "epsilon_truncated_poisson_bounds",
     "plot_samplers",
     "shuffle_interval",
     "sweep_samplers",
+    "truncated_poisson_pair",
+    "truncated_poisson_rows",
 ]
