@@ -386,6 +386,7 @@ def delta_truncated_poisson_bounds(
     max_batch_size: int,
     epsilon: ArrayLike,
     neighboring_relation: Relation = "add_remove",
+    relative_accuracy: float = 0.02,
 ) -> TruncatedPoissonBounds:
     """Certified bounds on delta(epsilon) of ``steps`` truncated Poisson-sampled Gaussian steps.
 
@@ -404,6 +405,10 @@ def delta_truncated_poisson_bounds(
     epsilon : float or array_like
         Finite epsilons ``>= 0``.
     neighboring_relation : {"add_remove", "zero_out"}
+    relative_accuracy : float
+        Target relative gap of each PLD composition's discretisation (in ``(0, 0.5]``;
+        default 0.02, as :func:`dpacct.samplers.delta_poisson_bounds`: for delta queries
+        the grid follows the delta target). Larger is faster; the bounds stay certified.
 
     Returns
     -------
@@ -425,7 +430,7 @@ def delta_truncated_poisson_bounds(
     eps = _check.epsilon_array(epsilon)
     pair = _pair(sigma, q, n, b, relation)
     # Delta queries set the grid from the delta target: 0.02 as dpacct.samplers.delta_poisson_bounds.
-    upper_acct, lower_acct = _accountants(sigma, q, t, pair, 0.02)
+    upper_acct, lower_acct = _accountants(sigma, q, t, pair, relative_accuracy)
     lower, upper = upper_acct.delta_bounds(eps)
     if pair.truncates:
         lower = lower_acct.delta_bounds(eps).lower
@@ -446,6 +451,7 @@ def epsilon_truncated_poisson_bounds(
     max_batch_size: int,
     delta: ArrayLike,
     neighboring_relation: Relation = "add_remove",
+    relative_accuracy: float = 0.005,
 ) -> TruncatedPoissonBounds:
     """Certified bounds on epsilon(delta) of ``steps`` truncated Poisson-sampled Gaussian steps.
 
@@ -455,6 +461,9 @@ def epsilon_truncated_poisson_bounds(
         As in :func:`delta_truncated_poisson_bounds`.
     delta : float or array_like
         Deltas in ``(0, 1)``.
+    relative_accuracy : float
+        Target relative gap of each PLD composition's discretisation (default 0.005, as
+        :class:`dpacct.pld.PLDAccountant`); larger is faster, the bounds stay certified.
 
     Returns
     -------
@@ -475,7 +484,7 @@ def epsilon_truncated_poisson_bounds(
     t = _check.count("steps", steps, minimum=1)
     d = _check.delta_array(delta)
     pair = _pair(sigma, q, n, b, relation)
-    upper_acct, lower_acct = _accountants(sigma, q, t, pair, 0.005)
+    upper_acct, lower_acct = _accountants(sigma, q, t, pair, relative_accuracy)
     lower, upper = upper_acct.epsilon_bounds(d)
     if pair.truncates:
         lower = lower_acct.epsilon_bounds(d).lower
