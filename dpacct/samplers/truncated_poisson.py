@@ -164,9 +164,12 @@ __all__ = [
 Relation = Literal["add_remove", "zero_out"]
 _RELATIONS: tuple[str, ...] = ("add_remove", "zero_out")
 
-# scipy's binomial cdf/sf (Boost's incomplete beta) are accurate to a few ulps; the
-# weights are lowered and the rates raised by this relative margin, far above that error,
-# and the weight taken off goes to a component that dominates all others (see _weights).
+# scipy.stats.binom evaluates through Boost's incomplete beta, whose documented worst-case
+# relative error is a few hundred ulps (~1.5e-13). Every weight is computed from such values
+# without cancellation (sums of positive terms) except the zero-out "full batch" weight,
+# which is lowered by this margin times the terms it is a difference of; all other weights
+# are lowered and all rates raised by it, and the weight taken off goes to a component that
+# dominates all others (see _pair), so rounding can only raise the bound.
 _MARGIN = 1e-12
 
 
@@ -282,21 +285,22 @@ def _pair(sigma: float, q: float, n: int, b: int, relation: str) -> TruncatedPoi
     if relation == "add_remove":
         q_c = min(kept_after_cut / overflow, q) if overflow > 0.0 else 0.0
         parts = [(below, sigma, q), (overflow, sigma / 2.0, _up(q_c))]
-        dominating = (sigma / 2.0, q)
+        dominating = (sigma / 2.0, max(q, _up(q_c)))
         zero_loss = 0.0
     else:
         at_edge = float(others.pmf(b - 1))  # P(K = B - 1)
         edge = at_edge + kept_after_cut  # P(C = B - 1)
         r_edge = min((q * at_edge + kept_after_cut) / edge, 1.0)
-        full = max(0.0, 1.0 - below - kept_after_cut)  # P(C = B) = P(K >= B) - (B/n) P(phi > B)
-        full = min(full, overflow)
+        # P(C = B) = P(K >= B) - (B/n) P(phi > B): a difference, so its rounding margin is absolute.
+        full = max(0.0, overflow - kept_after_cut - _MARGIN * (overflow + kept_after_cut))
         parts = [(float(others.cdf(b - 2)) if b >= 2 else 0.0, sigma, q), (edge, sigma, _up(r_edge))]
         dominating = (sigma, max(q, _up(r_edge)))
-        zero_loss = full * (1.0 - _MARGIN)
+        zero_loss = full
     weights = [w * (1.0 - _MARGIN) for w, _, _ in parts]
     # The weight rounded off goes to a component that dominates every other (largest shift and
     # rate): replacing part of a label's pair by a dominating pair can only raise the bound.
-    slack = max(0.0, 1.0 - math.fsum(weights) - zero_loss)
+    # (+ 1e-15: the subtraction's own rounding; a total mass a hair above 1 is pessimistic.)
+    slack = max(0.0, 1.0 - math.fsum(weights) - zero_loss) + 1e-15
     components = tuple((w, s, r) for w, (_, s, r) in zip(weights, parts)) + ((slack, *dominating),)
     return TruncatedPoissonPair(components=components, zero_loss_weight=zero_loss,
                                 realised_sampling_probability=lower_rate, overflow_probability=overflow,
