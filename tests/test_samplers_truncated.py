@@ -101,6 +101,8 @@ def test_exhaustive_small_cases_lie_in_the_interval(relation: str, n: int, b: in
         exact = [_exact_delta(others, q, b, sigma, eps, relation) for others in _datasets(n)]
         assert max(exact) <= upper[k] + TOL_QUADRATURE
         realised = _exact_delta([0.0] * (n - 1), q, b, sigma, eps, relation)
+        if q == 1.0 and relation == "add_remove":  # the others -x* are realised too (and dominate)
+            realised = max(realised, _exact_delta([-1.0] * (n - 1), q, b, sigma, eps, relation))
         assert lower[k] <= realised + TOL_QUADRATURE
         assert lower[k] >= realised * (1 - RTOL_COARSE) - TOL_QUADRATURE  # the lower bound is that dataset's delta
 
@@ -112,6 +114,8 @@ def test_every_step_overflowing_is_tight() -> None:
     for k, eps in enumerate(EPSILONS[:3]):
         exact = _exact_delta([-1.0, -1.0], 1.0, 2, 1.0, eps, "add_remove")
         assert exact <= float(bounds.upper.value[k]) <= exact * (1 + RTOL_GRID) + TOL_QUADRATURE
+        # ... and that dataset is one of the realised ones: the lower bound meets it.
+        assert exact * (1 - RTOL_GRID) - TOL_QUADRATURE <= float(bounds.lower.value[k]) <= exact + TOL_QUADRATURE
 
 
 def test_truncation_can_hurt() -> None:

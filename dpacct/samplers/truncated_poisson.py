@@ -78,7 +78,8 @@ Lower bound. Realised datasets: all other records zero. Then the output is
 ``I x* + N(0, sigma^2)`` with ``P(I = 1) = q_eff``, exactly the
 Poisson-subsampled Gaussian at rate ``q_eff``, in both directions and under both
 relations: its certified PLD lower bound is a lower bound for truncated
-Poisson sampling.
+Poisson sampling. At ``q = 1`` under add/remove the others equal to ``-x*``
+realise ``PS(2, B/n)`` too (the upper pair): there the interval closes.
 
 Looseness
 ---------
@@ -199,6 +200,11 @@ class TruncatedPoissonPair:
         ``q_eff`` (rounded down): the rate of the Poisson-subsampled Gaussian that
         datasets with all other records zero realise; its PLD lower bound is a
         lower bound for the mechanism.
+    realised_pairs : tuple of (noise_multiplier, rate)
+        Poisson-subsampled Gaussian pairs (as in ``components``) that real datasets
+        realise exactly; the lower bound is the largest of their PLD lower bounds. Always
+        ``(sigma, q_eff)`` (others zero); at ``q = 1`` under add/remove also
+        ``(sigma / 2, B / n)`` (others ``-x*``, which meets the upper bound).
     overflow_probability : float
         ``P(K >= B)``: probability that the others alone fill the batch.
     truncates : bool
@@ -209,6 +215,7 @@ class TruncatedPoissonPair:
     components: tuple[tuple[float, float, float], ...]
     zero_loss_weight: float
     realised_sampling_probability: float
+    realised_pairs: tuple[tuple[float, float], ...]
     overflow_probability: float
     truncates: bool
     neighboring_relation: str
@@ -273,7 +280,8 @@ def _validate(noise_multiplier: Any, sampling_probability: Any, dataset_size: An
 def _pair(sigma: float, q: float, n: int, b: int, relation: str) -> TruncatedPoissonPair:
     if b >= n or q == 0.0:  # no batch ever exceeds B (or nothing is ever sampled): plain Poisson
         return TruncatedPoissonPair(components=((1.0, sigma, q),), zero_loss_weight=0.0,
-                                    realised_sampling_probability=q, overflow_probability=0.0, truncates=False,
+                                    realised_sampling_probability=q, realised_pairs=((sigma, q),),
+                                    overflow_probability=0.0, truncates=False,
                                     neighboring_relation=relation)
     others = stats.binom(n - 1, q)
     below = float(others.cdf(b - 1))  # P(K < B)
@@ -296,6 +304,12 @@ def _pair(sigma: float, q: float, n: int, b: int, relation: str) -> TruncatedPoi
         parts = [(float(others.cdf(b - 2)) if b >= 2 else 0.0, sigma, q), (edge, sigma, _up(r_edge))]
         dominating = (sigma, max(q, _up(r_edge)))
         zero_loss = full
+    realised = [(sigma, lower_rate)]
+    if relation == "add_remove" and q == 1.0:
+        # Every draw overflows (n - 1 >= B others): with the others all -x* the kept batch sums to
+        # -B x* under D and to (2 - B) x* under D' when the target is kept (probability B/n):
+        # exactly PS(2, B/n), the upper pair itself.
+        realised.append((sigma / 2.0, b / n * (1.0 - _MARGIN)))
     weights = [w * (1.0 - _MARGIN) for w, _, _ in parts]
     # The weight rounded off goes to a component that dominates every other (largest shift and
     # rate): replacing part of a label's pair by a dominating pair can only raise the bound.
@@ -303,7 +317,8 @@ def _pair(sigma: float, q: float, n: int, b: int, relation: str) -> TruncatedPoi
     slack = max(0.0, 1.0 - math.fsum(weights) - zero_loss) + 1e-15
     components = tuple((w, s, r) for w, (_, s, r) in zip(weights, parts)) + ((slack, *dominating),)
     return TruncatedPoissonPair(components=components, zero_loss_weight=zero_loss,
-                                realised_sampling_probability=lower_rate, overflow_probability=overflow,
+                                realised_sampling_probability=lower_rate, realised_pairs=tuple(realised),
+                                overflow_probability=overflow,
                                 truncates=True, neighboring_relation=relation)
 
 
@@ -384,28 +399,30 @@ class TruncatedPoissonBounds:
 
 
 def _accountants(sigma: float, q: float, steps: int, pair: TruncatedPoissonPair,
-                 relative_accuracy: float) -> tuple[PLDAccountant, PLDAccountant]:
-    """(upper, lower) accountants; the same plain Poisson one for both where nothing is cut."""
+                 relative_accuracy: float) -> tuple[PLDAccountant, list[PLDAccountant]]:
+    """The upper accountant and the lower ones (the same plain Poisson one where nothing is cut)."""
     relation: Relation = "zero_out" if pair.neighboring_relation == "zero_out" else "add_remove"
     if not pair.truncates:
         poisson = PoissonSampledGaussianMechanism(noise_multiplier=sigma, sampling_probability=q,
                                                   neighboring_relation=relation)
         acct = PLDAccountant(relative_accuracy=relative_accuracy).compose(poisson, steps if q > 0 else 0)
-        return acct, acct
+        return acct, [acct]
     spec = _Spec(pair.components, pair.zero_loss_weight)
     upper = _Engine(spec, steps, relative_accuracy)
-    realised = PoissonSampledGaussianMechanism(noise_multiplier=sigma,
-                                               sampling_probability=pair.realised_sampling_probability,
-                                               neighboring_relation=relation)
-    lower = PLDAccountant(relative_accuracy=relative_accuracy).compose(realised, steps)
-    return upper, lower
+    lowers = []
+    for noise, rate in pair.realised_pairs:
+        realised = PoissonSampledGaussianMechanism(noise_multiplier=noise, sampling_probability=rate,
+                                                   neighboring_relation=relation)
+        lowers.append(PLDAccountant(relative_accuracy=relative_accuracy).compose(realised, steps))
+    return upper, lowers
 
 
 def _method(q: float, steps: int, n: int, b: int, pair: TruncatedPoissonPair) -> tuple[str, str]:
     run = f"{steps} steps at q={q:.6g}, n={n}, B={b}, {pair.neighboring_relation}"
     if not pair.truncates:
         return f"PLD, {run} (no batch exceeds B: Poisson)", f"PLD, {run} (no batch exceeds B: Poisson)"
-    return (f"PLD, {run}; realised by all other records zero (rate {pair.realised_sampling_probability:.6g})",
+    realised = "all other records zero" + ("; all others -x*" if len(pair.realised_pairs) > 1 else "")
+    return (f"PLD, {run}; realised by {realised} (rate {pair.realised_sampling_probability:.6g})",
             f"PLD, {run}; overflow-labelled mixture, P(overflow)={pair.overflow_probability:.3g}")
 
 
@@ -462,10 +479,12 @@ def delta_truncated_poisson_bounds(
     eps = _check.epsilon_array(epsilon)
     pair = _pair(sigma, q, n, b, relation)
     # Delta queries set the grid from the delta target: 0.02 as dpacct.samplers.delta_poisson_bounds.
-    upper_acct, lower_acct = _accountants(sigma, q, t, pair, relative_accuracy)
+    upper_acct, lower_accts = _accountants(sigma, q, t, pair, relative_accuracy)
     lower, upper = upper_acct.delta_bounds(eps)
     if pair.truncates:
-        lower = lower_acct.delta_bounds(eps).lower
+        lower = np.max([np.asarray(a.delta_bounds(eps).lower) for a in lower_accts], axis=0)
+        lower = np.minimum(lower, upper)  # both certified; guards the reported pair against round-off
+        lower = float(lower) if lower.ndim == 0 else lower
     low_method, up_method = _method(q, t, n, b, pair)
     return TruncatedPoissonBounds(
         lower=Bound(value=lower, quantity="delta", kind="lower bound", sampler="truncated_poisson", method=low_method),
@@ -516,10 +535,12 @@ def epsilon_truncated_poisson_bounds(
     t = _check.count("steps", steps, minimum=1)
     d = _check.delta_array(delta)
     pair = _pair(sigma, q, n, b, relation)
-    upper_acct, lower_acct = _accountants(sigma, q, t, pair, relative_accuracy)
+    upper_acct, lower_accts = _accountants(sigma, q, t, pair, relative_accuracy)
     lower, upper = upper_acct.epsilon_bounds(d)
     if pair.truncates:
-        lower = lower_acct.epsilon_bounds(d).lower
+        lower = np.max([np.asarray(a.epsilon_bounds(d).lower) for a in lower_accts], axis=0)
+        lower = np.minimum(lower, upper)  # both certified; guards the reported pair against round-off
+        lower = float(lower) if lower.ndim == 0 else lower
     low_method, up_method = _method(q, t, n, b, pair)
     return TruncatedPoissonBounds(
         lower=Bound(value=lower, quantity="epsilon", kind="lower bound", sampler="truncated_poisson",
