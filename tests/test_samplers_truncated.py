@@ -127,6 +127,34 @@ def test_truncation_can_hurt() -> None:
     assert exact > 2 * untruncated
 
 
+def _subsampled_gaussian_delta(shift: float, rate: float, sigma: float, epsilon: float) -> float:
+    """Closed form: delta(epsilon) of PS(shift, rate), noise sigma, max over the remove and add directions."""
+    a = shift / sigma  # in units of sigma: shift a, unit noise
+    e = math.exp(epsilon)
+    # remove: (1 - r) N(0) + r N(a) against N(0); the loss exceeds epsilon for x > x_r.
+    x_r = (math.log((e - 1.0 + rate) / rate) + a * a / 2.0) / a
+    remove = (1 - rate) * stats.norm.sf(x_r) + rate * stats.norm.sf(x_r - a) - e * stats.norm.sf(x_r)
+    # add: N(0) against (1 - r) N(0) + r N(a); the loss exceeds epsilon for x < x_a (if anywhere).
+    inner = 1.0 / e - 1.0 + rate
+    add = 0.0
+    if inner > 0.0:
+        x_a = (math.log(inner / rate) + a * a / 2.0) / a
+        add = stats.norm.cdf(x_a) - e * ((1 - rate) * stats.norm.cdf(x_a) + rate * stats.norm.cdf(x_a - a))
+    return float(max(remove, add))
+
+
+def test_truncation_can_help() -> None:
+    """Nor is it always worse: n=1000, B=100, q=1 is exactly PS(2, 0.1) (closed form), far below the untruncated Gaussian."""
+    bounds = delta_truncated_poisson_bounds(noise_multiplier=1.0, sampling_probability=1.0, steps=1, dataset_size=1000,
+                                            max_batch_size=100, epsilon=1.0)
+    exact = _subsampled_gaussian_delta(2.0, 0.1, 1.0, 1.0)
+    untruncated = float(gaussian.delta_for_epsilon(noise_multiplier=1.0, epsilon=1.0))
+    assert exact * (1 - RTOL_GRID) <= float(bounds.lower.value) <= exact <= float(bounds.upper.value)
+    assert float(bounds.upper.value) <= exact * (1 + RTOL_GRID)
+    assert exact == pytest.approx(0.01966, abs=1e-4)
+    assert float(bounds.upper.value) < untruncated / 6
+
+
 # -- no truncation: the Poisson numbers, bit for bit ----------------------------------------------
 
 

@@ -119,8 +119,10 @@ Truncation can hurt: it is **not** true that a cap only lowers each record's
 inclusion probability and so only helps. At ``n = 3``, ``B = 2``, ``q = 1``,
 ``sigma = 1`` the others equal to ``-x*`` give exactly ``PS(2, 2/3)``, whose
 delta at epsilon 1 (0.3066) is above the untruncated (here: unsampled) Gaussian's
-0.1269 (tested). Nor is the upper bound always above Poisson's: the overflow
-component's rate ``q_c < q`` can outweigh its larger shift.
+0.1269 (tested). Nor does truncation always hurt: where nearly every draw
+overflows, the overflow rate ``q_c ~ B/n`` is far below ``q`` and outweighs the
+larger shift (``n = 1000``, ``B = 100``, ``q = 1``, ``sigma = 1``: delta(1) is
+0.0197 against the untruncated 0.1269; tested).
 
 References
 ----------
