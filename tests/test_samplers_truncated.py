@@ -9,6 +9,8 @@ import pathlib
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 from dpacct import gaussian
@@ -239,10 +241,6 @@ def test_rows_are_labelled_values() -> None:
 
 
 # -- properties ----------------------------------------------------------------------------------
-
-hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
 
 _SETTINGS = settings(max_examples=6, deadline=None)
 _case = st.tuples(st.integers(5, 200), st.integers(1, 30), st.floats(0.01, 0.5), st.floats(0.7, 3.0),
