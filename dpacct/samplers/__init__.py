@@ -1,4 +1,4 @@
-r"""Batch samplers compared honestly: deterministic, Poisson and shuffled batches (ABLQ).
+r"""Batch samplers compared honestly: deterministic, Poisson, shuffled, fixed-size and truncated Poisson batches.
 
 Adaptive batch linear queries (ABLQ) are the mechanism behind DP-SGD. With ``n = b T``
 records, one epoch is ``T`` batches, the noise multiplier is ``sigma`` and neighbouring
@@ -18,8 +18,17 @@ guarantee (Chua et al., ICML 2024):
   often far above the Poisson number. A shuffled run therefore has the honest interval
   ``[shuffle lower bound, deterministic upper bound]`` (:func:`shuffle_interval`) and
   never the Poisson number.
+* **fixed-size**: every step an independent batch of exactly ``b`` records, without or
+  with replacement. A neighbour swaps one gradient of the sum: the Poisson pair at
+  ``sigma/2`` (tight under add/remove; :mod:`dpacct.samplers.fixed_size`,
+  :func:`fixed_size_bounds`).
+* **truncated Poisson**: Poisson batches cut to at most ``B`` records (a uniformly
+  random ``B``-subset of a larger draw); certified ``(lower, upper)`` PLD bounds
+  from a dominating mixture (:mod:`dpacct.samplers.truncated_poisson`,
+  :func:`delta_truncated_poisson_bounds`, :func:`epsilon_truncated_poisson_bounds`).
 
-:func:`compare_samplers` puts all of these side by side.
+:func:`compare_run` puts all of these side by side for a user's run (:func:`compare_samplers`
+the first three in Chua et al.'s parametrisation).
 
 References
 ----------
@@ -61,6 +70,14 @@ from dpacct.samplers.shuffle import (
     shuffle_interval,
 )
 from dpacct.samplers.shuffle_fresh import delta_shuffle_lower_fresh, epsilon_shuffle_lower_fresh
+from dpacct.samplers.truncated_poisson import (
+    TruncatedPoissonBounds,
+    TruncatedPoissonPair,
+    delta_truncated_poisson_bounds,
+    epsilon_truncated_poisson_bounds,
+    truncated_poisson_pair,
+    truncated_poisson_rows,
+)
 
 __all__ = [
     "Bound",
@@ -73,6 +90,8 @@ __all__ = [
     "SamplerComparison",
     "SamplerSweep",
     "ShuffleInterval",
+    "TruncatedPoissonBounds",
+    "TruncatedPoissonPair",
     "compare_run",
     "compare_samplers",
     "delta_deterministic",
@@ -81,15 +100,19 @@ __all__ = [
     "delta_shuffle_lower",
     "delta_shuffle_lower_fresh",
     "delta_shuffle_upper",
+    "delta_truncated_poisson_bounds",
     "epsilon_deterministic",
     "epsilon_poisson_bounds",
     "epsilon_shuffle_conjectured_mc",
     "epsilon_shuffle_lower",
     "epsilon_shuffle_lower_fresh",
     "epsilon_shuffle_upper",
+    "epsilon_truncated_poisson_bounds",
     "fixed_size_bounds",
     "fixed_size_rows",
     "plot_samplers",
     "shuffle_interval",
     "sweep_samplers",
+    "truncated_poisson_pair",
+    "truncated_poisson_rows",
 ]
