@@ -503,3 +503,40 @@ def test_json_is_strict_even_for_an_unbounded_epsilon(capsys: pytest.CaptureFixt
     report = json.loads(capsys.readouterr().out, parse_constant=refuse)
     assert report["epsilon"] == "inf" and report["epsilon_lower_bound"] > 100  # astronomically large, finite
     assert "note" in report
+
+
+def test_compare_truncated_poisson_and_fixed_size_rows(capsys: pytest.CaptureFixture[str]) -> None:
+    """--max-batch-size adds truncated Poisson rows (zero-out, like the table); a run in epochs adds fixed size with replacement."""
+    run = ["--sigma", "2", "--epochs", "2", "--batch-size", "50", "--dataset-size", "2000", "--delta", "1e-5"]
+    out = run_json(capsys, "compare", *run, "--max-batch-size", "60")
+    rows = out["rows"]
+    assert isinstance(rows, list)
+    by = {(r["sampler"], r["kind"]) for r in rows}
+    for name in ("fixed_size", "fixed_size_replacement", "truncated_poisson"):
+        assert {(name, "lower bound"), (name, "upper bound")} <= by
+    trunc = [r for r in rows if r["sampler"] == "truncated_poisson"]
+    assert all("zero_out" in r["method"] for r in trunc)
+    assert trunc[0]["value"] <= trunc[1]["value"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [(["--q", "0.01", "--steps", "100", "--max-batch-size", "10"], "--max-batch-size (truncated Poisson) needs --epochs"),
+     (["--epochs", "1", "--batch-size", "10", "--dataset-size", "100", "--max-batch-size", "0"],
+      "--max-batch-size must be an integer >= 1, got 0")],
+)
+def test_compare_max_batch_size_errors(capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:
+    assert main(["compare", "--sigma", "1", "--delta", "1e-5", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("dpacct: error: ") and message in err and err.count("\n") == 1
+
+
+def test_epsilon_fixed_size_sampler(capsys: pytest.CaptureFixture[str]) -> None:
+    """--sampler fixed_size: the add/remove PLD interval of dpacct.samplers.fixed_size_bounds; with replacement needs b and n."""
+    out = run_json(capsys, "epsilon", "--sigma", "2", "--q", "0.01", "--steps", "200", "--delta", "1e-5",
+                   "--sampler", "fixed_size")
+    assert out["adjacency"] == "add_remove" and out["kind"] == "upper bound"
+    assert float(out["epsilon_lower_bound"]) <= float(out["epsilon"])  # type: ignore[arg-type]
+    assert main(["epsilon", "--sigma", "2", "--q", "0.01", "--steps", "200", "--delta", "1e-5",
+                 "--sampler", "fixed_size_replacement"]) == 2
+    assert "needs --epochs, --batch-size and --dataset-size" in capsys.readouterr().err

@@ -23,6 +23,9 @@ def _add(p: argparse.ArgumentParser) -> None:
     target.add_argument("--epsilon", type=float, help="compare deltas at this epsilon")
     p.add_argument("--permutation", choices=("fresh", "same"), default="fresh",
                    help="several epochs of shuffled batches: a new permutation each epoch (default) or one reused")
+    p.add_argument("--max-batch-size", dest="max_batch_size", type=int, default=None,
+                   help="also truncated Poisson: Poisson batches cut to at most this many records "
+                        "(needs --epochs, --batch-size and --dataset-size)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.add_argument("--plot", metavar="FILE.png",
                    help="also draw epsilon vs sigma (with --delta) or delta vs epsilon (with --epsilon) "
@@ -60,9 +63,14 @@ def _run(args: argparse.Namespace, notes: Notes) -> dict[str, Any]:
     if run.steps("shuffle") < 1:
         msg = "--steps must be an integer >= 1 for compare, got 0"
         raise CLIError(msg)
+    if args.max_batch_size is not None:
+        _check.count("--max-batch-size", args.max_batch_size, minimum=1)
+        if not run.by_epochs:
+            msg = "--max-batch-size (truncated Poisson) needs --epochs, --batch-size and --dataset-size"
+            raise CLIError(msg)
     with notes.capture():
         result = compare_run(noise_multiplier=sigma, delta=args.delta, epsilon=args.epsilon,
-                             permutation=args.permutation, **_keywords(run))
+                             permutation=args.permutation, max_batch_size=args.max_batch_size, **_keywords(run))
     report: dict[str, Any] = {"command": "compare", **result.as_dict()}
     if args.plot is not None:
         report["plot"] = _plot(args, sigma, run)
@@ -124,7 +132,8 @@ def _plot(args: argparse.Namespace, sigma: float, run: Run) -> str:
         xs = [sigma * 2.0 ** (2.0 * i / (points - 1) - 1.0) for i in range(points)]  # sigma/2 .. 2 sigma
         compared = []
         for x in xs:
-            compared.append(compare_run(noise_multiplier=x, delta=args.delta, **_keywords(run)))
+            compared.append(compare_run(noise_multiplier=x, delta=args.delta, max_batch_size=args.max_batch_size,
+                                        **_keywords(run)))
             tick()
         x_name, at, quantity = "noise_multiplier", float(args.delta), "epsilon"
     else:
@@ -132,7 +141,8 @@ def _plot(args: argparse.Namespace, sigma: float, run: Run) -> str:
         xs = [top * i / (points - 1) for i in range(points)]
         compared = []
         for x in xs:
-            compared.append(compare_run(noise_multiplier=sigma, epsilon=x, **_keywords(run)))
+            compared.append(compare_run(noise_multiplier=sigma, epsilon=x, max_batch_size=args.max_batch_size,
+                                        **_keywords(run)))
             tick()
         x_name, at, quantity = "epsilon", sigma, "delta"
 

@@ -104,6 +104,7 @@ def compare_run(
     dataset_size: int | None = None,
     drop_last: bool = False,
     permutation: str = "fresh",
+    max_batch_size: int | None = None,
 ) -> RunComparison:
     """Deterministic, Poisson and shuffled batches for one run: epsilons at ``delta`` or deltas at ``epsilon``.
 
@@ -118,6 +119,10 @@ def compare_run(
     permutation : {"fresh", "same"}
         Shuffled batches over several epochs: a new permutation each epoch (default) or
         one reused (see :func:`dpacct.samplers.delta_shuffle_lower`).
+    max_batch_size : int, optional
+        Adds truncated Poisson rows: Poisson batches cut to at most this many records
+        (:mod:`dpacct.samplers.truncated_poisson`); needs the run in epochs (the dataset
+        size matters).
 
     Returns
     -------
@@ -125,7 +130,7 @@ def compare_run(
         Rows: deterministic (exact), Poisson (PLD lower and upper bound, RDP upper bound),
         shuffle (lower bound, certified upper bound), fixed-size batches without replacement
         (lower and upper bounds; :mod:`dpacct.samplers.fixed_size`) and, for a run given in
-        epochs, with replacement.
+        epochs, with replacement; truncated Poisson with ``max_batch_size``.
 
     Examples
     --------
@@ -189,11 +194,24 @@ def compare_run(
     def v(value: float, kind: str, method: str) -> Value:
         return Value(value=value, quantity=quantity, kind=kind, method=method)  # type: ignore[arg-type]
 
+    if max_batch_size is not None:
+        cap = _check.count("max_batch_size", max_batch_size, minimum=1)
+        if not run.by_epochs:
+            msg = "max_batch_size (truncated Poisson) needs the run as epochs, batch_size and dataset_size"
+            raise ValueError(msg)
     extra: list[tuple[str, Value]] = []
     if q > 0.0 and t > 0:
         extra.extend(_fixed_size(run, sigma, quantity, at, replacement=False))
         if run.by_epochs:
             extra.extend(_fixed_size(run, sigma, quantity, at, replacement=True))
+        if max_batch_size is not None:
+            from dpacct.samplers.truncated_poisson import truncated_poisson_rows
+
+            assert run.dataset_size is not None
+            extra.extend(truncated_poisson_rows(noise_multiplier=sigma, sampling_probability=q, steps=t,
+                                                dataset_size=run.dataset_size, max_batch_size=cap,
+                                                quantity=quantity,  # type: ignore[arg-type]
+                                                at=at, neighboring_relation="zero_out"))
     rows = (
         ("deterministic", v(exact, "exact", det_method)),
         ("poisson", v(lower, "lower bound", f"PLD, {p_method}")),
