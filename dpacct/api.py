@@ -23,6 +23,8 @@ The guarantee depends on how batches are drawn (``sampler``):
   neighbour swaps one gradient of the batch, so the pair is the Poisson pair at half the
   noise multiplier (:mod:`dpacct.samplers.fixed_size`); with replacement only
   ``accountant="pld"`` applies.
+* ``"truncated_poisson"`` (with ``max_batch_size=B``): Poisson batches cut to at most
+  ``B`` records (add/remove; :mod:`dpacct.samplers.truncated_poisson`, ``accountant="pld"``).
 """
 
 from __future__ import annotations
@@ -35,7 +37,12 @@ from numpy.typing import ArrayLike, NDArray
 
 from dpacct import _check
 from dpacct.accountant import Accountant, check_options, make_accountant
-from dpacct.mechanisms import FixedSizeSampledGaussianMechanism, GaussianMechanism, PoissonSampledGaussianMechanism
+from dpacct.mechanisms import (
+    FixedSizeSampledGaussianMechanism,
+    GaussianMechanism,
+    PoissonSampledGaussianMechanism,
+    TruncatedPoissonSampledGaussianMechanism,
+)
 from dpacct.run import SAMPLERS, Run
 
 __all__ = [
@@ -53,7 +60,7 @@ __all__ = [
 ]
 
 _API_KEYWORDS = ("noise_multiplier", "sampling_probability", "steps", "epochs", "batch_size", "dataset_size",
-                 "drop_last", "delta", "epsilon", "accountant", "sampler", "assume_poisson")
+                 "drop_last", "delta", "epsilon", "accountant", "sampler", "assume_poisson", "max_batch_size")
 
 
 class AccountingLimitError(ValueError):
@@ -121,6 +128,7 @@ def accountant_for_run(
     accountant: str = "rdp",
     sampler: str = "poisson",
     assume_poisson: bool = False,
+    max_batch_size: int | None = None,
     **options: Any,
 ) -> Accountant:
     """An accountant holding ``run`` as drawn by ``sampler`` (see :func:`build_accountant`)."""
@@ -133,6 +141,23 @@ def accountant_for_run(
         raise ValueError(msg)
     _check.one_of("accountant", accountant, _available())
     check_options(accountant, options, also_valid=_API_KEYWORDS)
+    if (max_batch_size is None) != (sampler != "truncated_poisson"):
+        msg = ("sampler='truncated_poisson' needs max_batch_size (the cap on the batch size)"
+               if max_batch_size is None else
+               f"max_batch_size applies only to sampler='truncated_poisson', got sampler={sampler!r}")
+        raise ValueError(msg)
+    if sampler == "truncated_poisson":
+        if run.dataset_size is None:
+            msg = "sampler='truncated_poisson' needs the dataset size: give epochs, batch_size and dataset_size"
+            raise ValueError(msg)
+        capped = TruncatedPoissonSampledGaussianMechanism(
+            noise_multiplier=noise_multiplier, sampling_probability=run.sampling_probability,
+            dataset_size=run.dataset_size, max_batch_size=max_batch_size)  # type: ignore[arg-type]
+        made = make_accountant(accountant, **options)
+        if not made.supports(capped):
+            msg = f"the {accountant} accountant cannot account for sampler='truncated_poisson'; use accountant='pld'"
+            raise ValueError(msg)
+        return made.compose(capped, run.steps(sampler) if run.sampling_probability > 0.0 else 0)
     if sampler in ("fixed_size", "fixed_size_replacement"):
         replacement = sampler == "fixed_size_replacement"
         b, n = run.fixed_size_counts(replacement)
@@ -244,7 +269,8 @@ def epsilon(
     sampler : str
         How batches are drawn: ``"poisson"`` (add/remove adjacency), ``"shuffle"`` or
         ``"deterministic"`` (zero-out adjacency; the exact Gaussian curve), ``"fixed_size"`` or
-        ``"fixed_size_replacement"`` (add/remove; the accountant's bound); see :mod:`dpacct.api`.
+        ``"fixed_size_replacement"``, ``"truncated_poisson"`` (add/remove; the accountant's
+        bound; the last needs ``max_batch_size``); see :mod:`dpacct.api`.
     assume_poisson : bool
         Only with ``sampler="shuffle"``: return the Poisson number instead, with a
         :class:`PoissonAssumptionWarning` (it is not a guarantee for shuffled batches).

@@ -27,6 +27,7 @@ __all__ = [
     "PoissonSampledGaussianMechanism",
     "PoissonSampledMechanism",
     "RandomizedResponseMechanism",
+    "TruncatedPoissonSampledGaussianMechanism",
 ]
 
 NeighboringRelation = Literal["add_remove", "replace_one", "zero_out"]
@@ -308,6 +309,45 @@ class FixedSizeSampledGaussianMechanism:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class TruncatedPoissonSampledGaussianMechanism:
+    """One DP-SGD step on a Poisson batch capped at ``max_batch_size`` records, then the Gaussian mechanism.
+
+    Each record joins the draw with probability ``sampling_probability``; a draw of more
+    than ``max_batch_size`` records is cut to a uniformly random subset of that size. The
+    dominating pair (an overflow-labelled mixture of Poisson-subsampled Gaussian pairs)
+    and the datasets realising the lower bound are in
+    :mod:`dpacct.samplers.truncated_poisson`; only the PLD accountant accounts it.
+
+    Parameters
+    ----------
+    noise_multiplier : float
+        Noise standard deviation divided by the clipping norm; finite and ``> 0``.
+    sampling_probability : float
+        Poisson rate before the cut, in ``[0, 1]``.
+    dataset_size : int
+        ``N >= 1``, the user's dataset: under add/remove the bound covers its neighbours of
+        ``N - 1`` and ``N + 1`` records (the bounds are not monotone in the size).
+    max_batch_size : int
+        ``B >= 1``.
+    neighboring_relation : {"add_remove", "zero_out"}
+    """
+
+    noise_multiplier: float
+    sampling_probability: float
+    dataset_size: int
+    max_batch_size: int
+    neighboring_relation: NeighboringRelation = "add_remove"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "noise_multiplier", _check.noise_multiplier(self.noise_multiplier))
+        object.__setattr__(self, "sampling_probability",
+                           _check.probability("sampling_probability", self.sampling_probability))
+        object.__setattr__(self, "dataset_size", _check.count("dataset_size", self.dataset_size, minimum=1))
+        object.__setattr__(self, "max_batch_size", _check.count("max_batch_size", self.max_batch_size, minimum=1))
+        _check.one_of("neighboring_relation", self.neighboring_relation, ("add_remove", "zero_out"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PoissonSampledMechanism:
     """Poisson subsampling at rate q, then any mechanism (add/remove adjacency, both directions).
 
@@ -344,6 +384,7 @@ Mechanism = Union[
     MixtureOfGaussiansMechanism,
     PoissonSampledMechanism,
     FixedSizeSampledGaussianMechanism,
+    TruncatedPoissonSampledGaussianMechanism,
 ]
 
 _MECHANISM_TYPES = (
@@ -355,4 +396,5 @@ _MECHANISM_TYPES = (
     MixtureOfGaussiansMechanism,
     PoissonSampledMechanism,
     FixedSizeSampledGaussianMechanism,
+    TruncatedPoissonSampledGaussianMechanism,
 )

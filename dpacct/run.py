@@ -11,6 +11,8 @@ takes part in depends on the batch sampler:
 * ``"fixed_size"`` / ``"fixed_size_replacement"``: every step a batch of exactly ``b``
   records, drawn without (with) replacement; as many steps as Poisson sampling. Given
   as q and T, ``b/n = q`` (without replacement only).
+* ``"truncated_poisson"``: Poisson batches cut to at most ``max_batch_size`` records; as
+  many steps as Poisson sampling (needs the dataset size: give the run in epochs).
 * ``"shuffle"`` and ``"deterministic"``: each epoch cuts the (shuffled or fixed) data into
   ``ceil(n / b)`` batches, or ``floor(n / b)`` with ``drop_last``; the run is
   ``T = ceil(E * batches per epoch)`` steps and each record takes part in **at most one
@@ -42,11 +44,12 @@ from dpacct import _check
 __all__ = ["INDEPENDENT_SAMPLERS", "SAMPLERS", "Run"]
 
 #: Batch samplers a run can be accounted for.
-SAMPLERS: tuple[str, ...] = ("poisson", "shuffle", "deterministic", "fixed_size", "fixed_size_replacement")
+SAMPLERS: tuple[str, ...] = ("poisson", "shuffle", "deterministic", "fixed_size", "fixed_size_replacement",
+                             "truncated_poisson")
 
 #: Samplers that draw every step independently (the run is ``ceil(E n / b)`` steps, no fixed
 #: number of participations per record).
-INDEPENDENT_SAMPLERS: tuple[str, ...] = ("poisson", "fixed_size", "fixed_size_replacement")
+INDEPENDENT_SAMPLERS: tuple[str, ...] = ("poisson", "fixed_size", "fixed_size_replacement", "truncated_poisson")
 
 # Round-off in q * T or 1/q (0.1 * 30 = 3.0000000000000004) never adds a step: the one
 # rounding rule of dpacct (_check.ceil_count / floor_count).

@@ -75,3 +75,31 @@ def test_internal_failures_read_as_advice() -> None:
         dpacct.epsilon(noise_multiplier=1e-6, sampling_probability=0.01, steps=1000, delta=1e-5, accountant="pld")
     assert "discretization" not in str(info.value) and "loss cells" not in str(info.value)
     assert isinstance(info.value, ValueError)
+
+
+def test_truncated_poisson_sampler_in_the_one_call_api() -> None:
+    """sampler='truncated_poisson': a cap no batch reaches is Poisson exactly; a binding cap costs epsilon."""
+    run = {"epochs": 2, "batch_size": 50, "dataset_size": 2_000, "delta": 1e-5, "accountant": "pld"}
+    poisson = dpacct.epsilon(noise_multiplier=1.5, **run)
+    uncapped = dpacct.epsilon(noise_multiplier=1.5, sampler="truncated_poisson", max_batch_size=2_001, **run)
+    capped = dpacct.epsilon(noise_multiplier=1.5, sampler="truncated_poisson", max_batch_size=55, **run)
+    assert uncapped == poisson
+    assert capped > poisson
+    result = dpacct.calibrate(epsilon=2.0, sampler="truncated_poisson", max_batch_size=55, **run)
+    assert result.epsilon <= 2.0 and result.sampler == "truncated_poisson"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [({"sampler": "truncated_poisson"}, "needs max_batch_size"),
+     ({"max_batch_size": 10}, "max_batch_size applies only to sampler='truncated_poisson'"),
+     ({"sampler": "truncated_poisson", "max_batch_size": 10, "accountant": "rdp"}, "use accountant='pld'")],
+)
+def test_truncated_poisson_api_errors(kwargs: dict[str, object], match: str) -> None:
+    base: dict[str, object] = {"noise_multiplier": 1.0, "epochs": 1, "batch_size": 10, "dataset_size": 100,
+                               "delta": 1e-5, "accountant": "pld", **kwargs}
+    with pytest.raises(ValueError, match=match):
+        dpacct.epsilon(**base)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="needs the dataset size"):
+        dpacct.epsilon(noise_multiplier=1.0, sampling_probability=0.1, steps=10, delta=1e-5, accountant="pld",
+                       sampler="truncated_poisson", max_batch_size=10)

@@ -360,6 +360,22 @@ def test_fixed_size_refuses_what_it_cannot_account() -> None:
     with pytest.raises(ValueError, match="accumulation_steps=2 with fixed-size batches"):
         PrivacyAccountant(FixedSizeBatchSampler(dataset_size=100, batch_size=10), delta=1e-5,
                           noise_multiplier=1.0, accumulation_steps=2)
-    with pytest.raises(ValueError, match="with replacement are accounted only by accountant='pld'"):
+    with pytest.raises(ValueError, match="fixed_size_replacement batches are accounted only by accountant='pld'"):
         PrivacyAccountant(FixedSizeBatchSampler(dataset_size=100, batch_size=10, replacement=True), delta=1e-5,
                           accountant="rdp", noise_multiplier=1.0)
+
+
+def test_truncated_poisson_steps_match_the_mechanism() -> None:
+    """T capped Poisson steps give the PLD accountant's bound for TruncatedPoissonSampledGaussianMechanism."""
+    from dpacct.mechanisms import TruncatedPoissonSampledGaussianMechanism
+    from dpacct.torch import TruncatedPoissonBatchSampler
+
+    sampler = TruncatedPoissonBatchSampler(dataset_size=5_000, sampling_probability=0.01, max_batch_size=60)
+    acct = PrivacyAccountant(sampler, delta=1e-5, accountant="pld", noise_multiplier=1.5)
+    for _ in range(200):
+        acct.step()
+    direct = PLDAccountant().compose(TruncatedPoissonSampledGaussianMechanism(
+        noise_multiplier=1.5, sampling_probability=0.01, dataset_size=5_000, max_batch_size=60), 200)
+    np.testing.assert_allclose(acct.get_epsilon(), direct.get_epsilon(1e-5), rtol=RTOL_SAME)
+    with pytest.raises(ValueError, match="truncated_poisson batches are accounted only by accountant='pld'"):
+        PrivacyAccountant(sampler, delta=1e-5, accountant="rdp", noise_multiplier=1.0)

@@ -204,3 +204,16 @@ def test_fixed_size_sampler_bad_input(kwargs: dict[str, object], match: str) -> 
 
     with pytest.raises(ValueError, match=match):
         FixedSizeBatchSampler(**kwargs)  # type: ignore[arg-type]
+
+
+def test_truncated_poisson_caps_the_batch_and_says_so() -> None:
+    """Draws above B are cut to B distinct records of the draw; smaller draws are kept whole."""
+    from dpacct.torch import TruncatedPoissonBatchSampler
+
+    s = TruncatedPoissonBatchSampler(dataset_size=200, sampling_probability=0.1, max_batch_size=20,
+                                     steps_per_epoch=300, generator=torch.Generator().manual_seed(5))
+    sizes = [len(b) for b in s]
+    assert max(sizes) == 20 and min(sizes) < 20  # Bin(200, 0.1) exceeds 20 about 40 % of the time
+    info = s.sampling_info
+    assert (info.sampler, info.max_batch_size, info.neighboring_relation) == ("truncated_poisson", 20, "add_remove")
+    assert SamplingInfo.from_dict(info.as_dict()) == info

@@ -46,7 +46,10 @@ def _add_common(parser: argparse.ArgumentParser, *, with_sigma: bool) -> None:
     parser.add_argument("--sampler", default="poisson", choices=SAMPLERS,
                         help="how batches are drawn (default poisson); shuffle and deterministic use the exact "
                              "Gaussian curve of each record's participations (one per epoch); fixed_size and "
-                             "fixed_size_replacement: exactly --batch-size records a step (certified PLD interval)")
+                             "fixed_size_replacement: exactly --batch-size records a step; truncated_poisson: Poisson "
+                             "batches cut to --max-batch-size (certified PLD intervals)")
+    parser.add_argument("--max-batch-size", dest="max_batch_size", type=int, default=None,
+                        help="with --sampler truncated_poisson: the cap B on the Poisson batch size")
     parser.add_argument("--assume-poisson", dest="assume_poisson", action="store_true",
                         help="with --sampler shuffle: report the Poisson number anyway (NOT a guarantee for "
                              "shuffled batches; prints a warning)")
@@ -113,6 +116,15 @@ def _checked(args: argparse.Namespace) -> tuple[float | None, Run, str, bool]:
     if args.assume_poisson and args.sampler != "shuffle":
         msg = f"--assume-poisson applies only to --sampler shuffle, got --sampler {args.sampler}"
         raise CLIError(msg)
+    if (args.max_batch_size is None) != (args.sampler != "truncated_poisson"):
+        msg = ("--sampler truncated_poisson needs --max-batch-size" if args.max_batch_size is None
+               else f"--max-batch-size applies only to --sampler truncated_poisson, got --sampler {args.sampler}")
+        raise CLIError(msg)
+    if args.max_batch_size is not None:
+        _check.count("--max-batch-size", args.max_batch_size, minimum=1)
+        if not run.by_epochs:
+            msg = "--sampler truncated_poisson needs --epochs, --batch-size and --dataset-size"
+            raise CLIError(msg)
     return sigma, run, accountant, explicit
 
 
@@ -216,6 +228,8 @@ def _run_epsilon_or_delta(args: argparse.Namespace, notes: Notes) -> dict[str, A
 
     if args.sampler in ("fixed_size", "fixed_size_replacement"):
         return _run_fixed_size(args, report, sigma, run, quantity, target)
+    if args.sampler == "truncated_poisson":
+        return _run_truncated(args, report, sigma, run, quantity, target)
 
     # shuffle / deterministic: the exact Gaussian curve of the participations
     exact = accountant_for_run(run, noise_multiplier=sigma, sampler=args.sampler)
@@ -275,6 +289,27 @@ def _run_fixed_size(args: argparse.Namespace, report: dict[str, Any], sigma: flo
     return report
 
 
+def _run_truncated(args: argparse.Namespace, report: dict[str, Any], sigma: float, run: Run, quantity: str,
+                   target: float) -> dict[str, Any]:
+    """Truncated Poisson batches (add/remove): the certified PLD interval."""
+    acct = accountant_for_run(run, noise_multiplier=sigma, accountant="pld", sampler="truncated_poisson",
+                              max_batch_size=args.max_batch_size)
+    lower, upper = (acct.epsilon_bounds(target) if quantity == "epsilon"  # type: ignore[attr-defined]
+                    else acct.delta_bounds(target))  # type: ignore[attr-defined]
+    method = (f"PLD, overflow-labelled mixture (dpacct.samplers.truncated_poisson); {run.steps('poisson')} steps "
+              f"at q={run.sampling_probability:.6g}, n={run.dataset_size}, B={args.max_batch_size}, add_remove")
+    report.update(accountant="pld", adjacency="add_remove", kind="upper bound", method=method,
+                  max_batch_size=args.max_batch_size)
+    report[quantity] = float(upper)
+    report[f"{quantity}_lower_bound"] = float(lower)
+    report["results"] = [
+        to_json(Value(value=float(lower), quantity=quantity, kind="lower bound",  # type: ignore[arg-type]
+                      method="PLD, realised by all other records zero")),
+        to_json(Value(value=float(upper), quantity=quantity, kind="upper bound", method=method)),  # type: ignore[arg-type]
+    ]
+    return report
+
+
 def _shuffle_results(run: Run, sigma: float, quantity: str, target: float) -> list[dict[str, Any]]:
     """The honest interval for the shuffled run: [shuffle lower bound, deterministic upper bound]."""
     exact = accountant_for_run(run, noise_multiplier=sigma, sampler="shuffle")
@@ -328,7 +363,9 @@ def _run_sigma(args: argparse.Namespace, notes: Notes) -> dict[str, Any]:
 
     def solve(name: str) -> Any:
         with notes.capture():
-            return calibrate(epsilon=epsilon, delta=delta, accountant=name, sampler=args.sampler, **run_keywords)
+            extra = {} if args.max_batch_size is None else {"max_batch_size": args.max_batch_size}
+            return calibrate(epsilon=epsilon, delta=delta, accountant=name, sampler=args.sampler, **run_keywords,
+                             **extra)
 
     result, used = _with_fallback(solve, accountant, explicit, notes)
     report = _run_header(args, None, run)

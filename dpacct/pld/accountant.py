@@ -71,6 +71,7 @@ from dpacct.mechanisms import (
     PoissonSampledGaussianMechanism,
     PoissonSampledMechanism,
     RandomizedResponseMechanism,
+    TruncatedPoissonSampledGaussianMechanism,
 )
 
 __all__ = ["Bounds", "PLDAccountant"]
@@ -100,7 +101,7 @@ class Bounds(NamedTuple):
 class _Spec(NamedTuple):
     """What the C++ engine needs to discretise one mechanism: a hashable description."""
 
-    kind: str  # "gaussian" | "laplace" | "mixture" | "finite" | "labelled" | "symmetrised"
+    kind: str  # "gaussian" | "laplace" | "mixture" | "finite" | "labelled" | "symmetrised" | "truncated" | ...
     parameters: tuple[Any, ...]
     sampling_probability: float
     symmetric: bool
@@ -125,7 +126,48 @@ def _spec(mechanism: Mechanism, sampling_probability: float = 1.0) -> _Spec | No
         return _Spec("finite", mechanism.log_masses(), q, q == 1.0)
     if isinstance(mechanism, FixedSizeSampledGaussianMechanism):
         return _fixed_size_spec(mechanism) if q == 1.0 else None
+    if isinstance(mechanism, TruncatedPoissonSampledGaussianMechanism):
+        return _truncated_spec(mechanism) if q == 1.0 else None
     return None
+
+
+def _truncated_spec(mechanism: TruncatedPoissonSampledGaussianMechanism) -> _Spec:
+    """Truncated Poisson: the overflow-labelled mixture (upper) and the others-zero datasets (lower).
+
+    Under add/remove a dataset of ``N`` records has neighbours of ``N - 1`` records (the pair
+    at ``n = N``) and of ``N + 1`` (at ``n = N + 1``), and the bounds are not monotone in n.
+    Both pairs are labelled mixtures of ``X = PS(sigma, q)``, ``Y = PS(sigma/2, q_c)`` and
+    ``Z = PS(sigma/2, max(q, q_c))`` (Poisson-subsampled Gaussian pairs, ``Z`` dominating the
+    others); keeping the smaller ``X`` and ``Y`` weights, the larger ``Y`` rate and the rest on
+    ``Z`` dominates both, label by label.
+    """
+    from dpacct.samplers.truncated_poisson import truncated_poisson_pair
+
+    def pair_at(n: int) -> Any:
+        return truncated_poisson_pair(noise_multiplier=mechanism.noise_multiplier,
+                                      sampling_probability=mechanism.sampling_probability, dataset_size=n,
+                                      max_batch_size=mechanism.max_batch_size,
+                                      neighboring_relation=mechanism.neighboring_relation)  # type: ignore[arg-type]
+
+    pair = pair_at(mechanism.dataset_size)
+    components = pair.components
+    if mechanism.neighboring_relation == "add_remove":
+        bigger = pair_at(mechanism.dataset_size + 1)
+        if pair.truncates or bigger.truncates:
+            sigma, q = mechanism.noise_multiplier, mechanism.sampling_probability
+            both = [p.components if p.truncates else ((1.0, sigma, q), (0.0, sigma / 2.0, q), (0.0, sigma / 2.0, q))
+                    for p in (pair, bigger)]
+            x_weight = min(c[0][0] for c in both)
+            y_weight, y_rate = min(c[1][0] for c in both), max(c[1][2] for c in both)
+            z_rate = max(q, y_rate, *(c[2][2] for c in both))
+            z_weight = max(0.0, 1.0 - x_weight - y_weight) + 1e-15
+            components = ((x_weight, sigma, q), (y_weight, sigma / 2.0, y_rate), (z_weight, sigma / 2.0, z_rate))
+            pair = pair if pair.truncates else bigger
+    if not pair.truncates:
+        return _Spec("gaussian", (mechanism.noise_multiplier,), mechanism.sampling_probability, False)
+    realised_sigma, realised_rate = pair.realised_pairs[0]
+    return _Spec("truncated", (components, pair.zero_loss_weight, realised_sigma, realised_rate),
+                 realised_rate, False)
 
 
 # A with-replacement batch holds a record L times with L ~ Binomial(b, 1/n); labels L beyond
@@ -260,6 +302,13 @@ def _build_step(spec: _Spec, direction: str, discretization: float) -> Any:
         steps = [_cached_step(_Spec("gaussian", (sigma / (unit * h),), q, False), direction, d) for h in hits]
         lower = _realised_mixture(sigma, masses, unit, direction, d)
         return _core.fdp.mix_steps(steps, list(weights), tail, 0, 0.0, 0.0, [lower], [1.0])
+    if spec.kind == "truncated":
+        # Upper half: the labelled mixture (mixture.hpp); the label "identical distributions" is an
+        # atom at loss 0 (grid index 0). Lower half: the Poisson pair realised by the others-zero datasets.
+        components, zero_loss, realised_sigma, realised_rate = spec.parameters
+        parts = [(w, _cached_step(_Spec("gaussian", (s,), r, False), direction, d)) for w, s, r in components if w > 0.0]
+        lower = _cached_step(_Spec("gaussian", (realised_sigma,), realised_rate, False), direction, d)
+        return _core.fdp.mix_steps([p for _, p in parts], [w for w, _ in parts], 0.0, 0, zero_loss, 0.0, [lower], [1.0])
     if spec.kind == "labelled_realised":
         sigma, masses, unit = spec.parameters
         return _realised_mixture(sigma, masses, unit, direction, d)

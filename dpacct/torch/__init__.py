@@ -5,7 +5,8 @@ Importing it with opacus installed registers the opacus accountants ``"dpacct-pl
 ``"dpacct-rdp"`` (:mod:`dpacct.torch.opacus_accountants`).
 
 * :mod:`~dpacct.torch.samplers`: :class:`PoissonBatchSampler`, :class:`ShuffleBatchSampler`,
-  :class:`DeterministicBatchSampler`, :class:`FixedSizeBatchSampler`, :func:`identify` (refuses samplers it cannot analyse).
+  :class:`DeterministicBatchSampler`, :class:`FixedSizeBatchSampler`,
+  :class:`TruncatedPoissonBatchSampler`, :func:`identify` (refuses samplers it cannot analyse).
 * :mod:`~dpacct.torch.accountant`: :class:`PrivacyAccountant`, attached to any
   ``torch.optim.Optimizer``; budget enforced before the step that would exceed it.
 * :mod:`~dpacct.torch.budget`: :func:`plan_epochs` for noise schedules.
@@ -29,6 +30,7 @@ from dpacct.torch.samplers import (
     PoissonBatchSampler,
     SamplingInfo,
     ShuffleBatchSampler,
+    TruncatedPoissonBatchSampler,
     UnidentifiedSamplerError,
     empty_safe_collate,
     identify,
@@ -57,6 +59,7 @@ __all__ = [
     "PrivacyAccountant",
     "SamplingInfo",
     "ShuffleBatchSampler",
+    "TruncatedPoissonBatchSampler",
     "UnidentifiedSamplerError",
     "dp_sgd_jl_step",
     "dp_sgd_step",

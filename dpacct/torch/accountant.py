@@ -40,6 +40,7 @@ from dpacct.mechanisms import (
     Mechanism,
     MixtureOfGaussiansMechanism,
     PoissonSampledGaussianMechanism,
+    TruncatedPoissonSampledGaussianMechanism,
 )
 from dpacct.schedules import Schedule
 from dpacct.torch.samplers import SamplingInfo, identify
@@ -113,6 +114,20 @@ def _fixed_size_rule(acct: PrivacyAccountant) -> list[tuple[Any, int]]:
     return runs
 
 
+def _truncated_rule(acct: PrivacyAccountant) -> list[tuple[Any, int]]:
+    """Per step: one truncated Poisson batch of the Gaussian mechanism (add/remove), grouped by sigma."""
+    info = acct.sampling
+    assert info.max_batch_size is not None
+    runs: list[tuple[Any, int]] = []
+    for sigma, group in itertools.groupby(acct._steps, key=lambda s: s[0]):
+        count = sum(s[3] for s in group)
+        mechanism = TruncatedPoissonSampledGaussianMechanism(
+            noise_multiplier=sigma, sampling_probability=info.sampling_probability, dataset_size=info.dataset_size,
+            max_batch_size=info.max_batch_size)
+        _append(runs, mechanism, count)
+    return runs
+
+
 #: How each sampler's steps become mechanisms (the seam for new samplers: add a rule).
 SAMPLER_RULES: dict[str, Callable[[PrivacyAccountant], list[tuple[Any, int]]]] = {
     "poisson": _poisson_rule,
@@ -120,10 +135,11 @@ SAMPLER_RULES: dict[str, Callable[[PrivacyAccountant], list[tuple[Any, int]]]] =
     "deterministic": _epoch_rule,
     "fixed_size": _fixed_size_rule,
     "fixed_size_replacement": _fixed_size_rule,
+    "truncated_poisson": _truncated_rule,
 }
 
 #: Samplers whose steps are drawn independently (no epoch clock needed).
-_INDEPENDENT = ("poisson", "fixed_size", "fixed_size_replacement")
+_INDEPENDENT = ("poisson", "fixed_size", "fixed_size_replacement", "truncated_poisson")
 
 
 class PrivacyAccountant:
@@ -215,12 +231,12 @@ class PrivacyAccountant:
             accountant = "fdp"
         elif accountant not in available_accountants():
             _check.one_of("accountant", accountant, available_accountants())
-        if k > 1 and self.sampling.sampler in ("fixed_size", "fixed_size_replacement"):
+        if k > 1 and self.sampling.sampler in ("fixed_size", "fixed_size_replacement", "truncated_poisson"):
             msg = (f"accumulation_steps={k} with fixed-size batches (a record may be in several of the summed "
                    "batches) is not accounted; use accumulation_steps=1 or Poisson sampling")
             raise ValueError(msg)
-        if self.sampling.sampler == "fixed_size_replacement" and accountant != "pld":
-            msg = f"fixed-size batches with replacement are accounted only by accountant='pld', got {accountant!r}"
+        if self.sampling.sampler in ("fixed_size_replacement", "truncated_poisson") and accountant != "pld":
+            msg = f"{self.sampling.sampler} batches are accounted only by accountant='pld', got {accountant!r}"
             raise ValueError(msg)
         if k > 1 and self.sampling.sampler == "poisson" and accountant != "pld":
             msg = (f"accumulation_steps={k} with Poisson sampling is a mixture-of-Gaussians mechanism, "

@@ -19,7 +19,12 @@ import numpy as np
 
 from dpacct import _check
 from dpacct.accountant import available_accountants, make_accountant
-from dpacct.mechanisms import FixedSizeSampledGaussianMechanism, GaussianMechanism, PoissonSampledGaussianMechanism
+from dpacct.mechanisms import (
+    FixedSizeSampledGaussianMechanism,
+    GaussianMechanism,
+    PoissonSampledGaussianMechanism,
+    TruncatedPoissonSampledGaussianMechanism,
+)
 from dpacct.schedules import Schedule
 from dpacct.torch.samplers import SamplingInfo, identify
 
@@ -66,6 +71,12 @@ def _epoch_runs(sigmas: list[float], info: SamplingInfo) -> list[tuple[Any, int]
         if info.sampler == "poisson":
             mechanism = PoissonSampledGaussianMechanism(noise_multiplier=sigma,
                                                         sampling_probability=info.sampling_probability)
+            count = info.batches_per_epoch
+        elif info.sampler == "truncated_poisson":
+            assert info.max_batch_size is not None
+            mechanism = TruncatedPoissonSampledGaussianMechanism(
+                noise_multiplier=sigma, sampling_probability=info.sampling_probability,
+                dataset_size=info.dataset_size, max_batch_size=info.max_batch_size)
             count = info.batches_per_epoch
         elif info.sampler in ("fixed_size", "fixed_size_replacement"):
             mechanism = FixedSizeSampledGaussianMechanism(noise_multiplier=sigma, batch_size=round(info.batch_size),

@@ -12,6 +12,9 @@ as ``DataLoader(dataset, batch_sampler=...)``) and carries a :class:`SamplingInf
   the certified upper bound is that of deterministic batches (zero-out adjacency), never
   the Poisson number.
 * :class:`DeterministicBatchSampler`: the same cut of a fixed order: exact.
+* :class:`TruncatedPoissonBatchSampler`: Poisson batches cut to at most ``B`` records (a
+  uniformly random ``B``-subset of a larger draw): certified PLD bounds from an
+  overflow-labelled mixture (:mod:`dpacct.samplers.truncated_poisson`).
 * :class:`FixedSizeBatchSampler`: every step an independent batch of exactly ``b``
   records, drawn without (or with) replacement: certified PLD bounds through the Poisson
   pair at half the noise multiplier (add/remove adjacency; :mod:`dpacct.samplers.fixed_size`).
@@ -49,6 +52,7 @@ __all__ = [
     "PoissonBatchSampler",
     "SamplingInfo",
     "ShuffleBatchSampler",
+    "TruncatedPoissonBatchSampler",
     "UnidentifiedSamplerError",
     "empty_safe_collate",
     "identify",
@@ -56,7 +60,8 @@ __all__ = [
     "with_epoch_clock",
 ]
 
-SamplerKind = Literal["poisson", "shuffle", "deterministic", "fixed_size", "fixed_size_replacement"]
+SamplerKind = Literal["poisson", "shuffle", "deterministic", "fixed_size", "fixed_size_replacement",
+                      "truncated_poisson"]
 
 
 class UnidentifiedSamplerError(TypeError):
@@ -69,7 +74,7 @@ class SamplingInfo:
 
     Attributes
     ----------
-    sampler : {"poisson", "shuffle", "deterministic", "fixed_size", "fixed_size_replacement"}
+    sampler : {"poisson", "shuffle", "deterministic", "fixed_size", "fixed_size_replacement", "truncated_poisson"}
         Which analysis applies.
     sampling_probability : float
         The true sample rate: the Poisson inclusion probability, or batch size over
@@ -88,6 +93,8 @@ class SamplingInfo:
         The adjacency the analysis uses.
     source : str
         The sampler it was read from.
+    max_batch_size : int or None
+        The cap of truncated Poisson batches (None otherwise).
     """
 
     sampler: SamplerKind
@@ -98,6 +105,7 @@ class SamplingInfo:
     max_participations_per_epoch: int | None
     neighboring_relation: Literal["add_remove", "zero_out"]
     source: str
+    max_batch_size: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data (for checkpoints and reports)."""
@@ -261,6 +269,60 @@ class FixedSizeBatchSampler(Sampler[list[int]], _EpochClock):
                 batch: list[int] = torch.randint(self.dataset_size, (self.batch_size,), generator=self.generator).tolist()
             else:
                 batch = torch.randperm(self.dataset_size, generator=self.generator)[: self.batch_size].tolist()
+            yield batch
+
+
+class TruncatedPoissonBatchSampler(PoissonBatchSampler):
+    """Poisson sampling capped at ``max_batch_size``: a larger draw is cut to a uniformly random subset.
+
+    Large-scale trainers cap the batch to bound memory. The accountant uses the
+    overflow-labelled mixture of :mod:`dpacct.samplers.truncated_poisson` (add/remove
+    adjacency, only ``accountant="pld"``); choose ``max_batch_size`` a few standard
+    deviations above ``q n`` so that batches rarely overflow (each overflowing step is
+    charged as a fixed-size one).
+
+    Parameters
+    ----------
+    dataset_size, sampling_probability, steps_per_epoch, generator
+        As :class:`PoissonBatchSampler`.
+    max_batch_size : int
+        ``B >= 1``.
+
+    Examples
+    --------
+    >>> s = TruncatedPoissonBatchSampler(dataset_size=100, sampling_probability=0.5, max_batch_size=10,
+    ...                                  generator=torch.Generator().manual_seed(0))
+    >>> max(len(b) for b in s), s.sampling_info.sampler
+    (10, 'truncated_poisson')
+    """
+
+    def __init__(
+        self,
+        *,
+        dataset_size: int,
+        sampling_probability: float,
+        max_batch_size: int,
+        steps_per_epoch: int | None = None,
+        generator: torch.Generator | None = None,
+    ) -> None:
+        super().__init__(dataset_size=dataset_size, sampling_probability=sampling_probability,
+                         steps_per_epoch=steps_per_epoch, generator=generator)
+        self.max_batch_size = _size("max_batch_size", max_batch_size, 1)
+
+    @property
+    def sampling_info(self) -> SamplingInfo:
+        """Truncated Poisson at rate ``q`` capped at ``B``, add/remove adjacency."""
+        return SamplingInfo(sampler="truncated_poisson", sampling_probability=self.sampling_probability,
+                            dataset_size=self.dataset_size, batch_size=self.sampling_probability * self.dataset_size,
+                            batches_per_epoch=self.steps_per_epoch, max_participations_per_epoch=None,
+                            neighboring_relation="add_remove", source=type(self).__name__,
+                            max_batch_size=self.max_batch_size)
+
+    def __iter__(self) -> Iterator[list[int]]:
+        for batch in super().__iter__():
+            if len(batch) > self.max_batch_size:
+                keep = torch.randperm(len(batch), generator=self.generator)[: self.max_batch_size].tolist()
+                batch = sorted(batch[i] for i in keep)
             yield batch
 
 
