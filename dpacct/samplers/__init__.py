@@ -19,6 +19,12 @@ guarantee (Chua et al., ICML 2024):
   ``[shuffle lower bound, deterministic upper bound]`` (:func:`shuffle_interval`) and
   never the Poisson number.
 
+* **balls-in-bins** (each record in one uniformly random step of each epoch) and
+  **random allocation** of ``k`` of the ``t`` steps (:mod:`dpacct.samplers.allocation`):
+  a certified upper bound (deterministic batches dominate), a certified lower bound (the
+  per-epoch maximum) and an opt-in Monte-Carlo estimate (Chua et al., AISTATS 2025;
+  Feldman and Shenfeld 2025).
+
 :func:`compare_samplers` puts all of these side by side.
 
 References
@@ -28,6 +34,17 @@ References
    (the shuffle lower bound) and Figures 1 and 3.
 """
 
+from dpacct.samplers.allocation import (
+    AllocationEpsilonEstimate,
+    AllocationEstimate,
+    allocation_rows,
+    delta_allocation_estimate,
+    delta_allocation_lower,
+    delta_allocation_upper,
+    epsilon_allocation_estimate,
+    epsilon_allocation_lower,
+    epsilon_allocation_upper,
+)
 from dpacct.samplers.bounds import (
     PERMUTATIONS,
     Bound,
@@ -62,6 +79,8 @@ from dpacct.samplers.shuffle import (
 from dpacct.samplers.shuffle_fresh import delta_shuffle_lower_fresh, epsilon_shuffle_lower_fresh
 
 __all__ = [
+    "AllocationEpsilonEstimate",
+    "AllocationEstimate",
     "Bound",
     "ConjecturedEpsilon",
     "ConjecturedEstimate",
@@ -71,14 +90,21 @@ __all__ = [
     "SamplerComparison",
     "SamplerSweep",
     "ShuffleInterval",
+    "allocation_rows",
     "compare_run",
     "compare_samplers",
+    "delta_allocation_estimate",
+    "delta_allocation_lower",
+    "delta_allocation_upper",
     "delta_deterministic",
     "delta_poisson_bounds",
     "delta_shuffle_conjectured_mc",
     "delta_shuffle_lower",
     "delta_shuffle_lower_fresh",
     "delta_shuffle_upper",
+    "epsilon_allocation_estimate",
+    "epsilon_allocation_lower",
+    "epsilon_allocation_upper",
     "epsilon_deterministic",
     "epsilon_poisson_bounds",
     "epsilon_shuffle_conjectured_mc",
