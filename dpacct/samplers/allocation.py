@@ -320,8 +320,89 @@ def _plds(sigma: float, k: int, t: int, epochs: int) -> tuple[DiscretePLD, Discr
     return first.self_compose(epochs), second.self_compose(epochs)
 
 
+_THRESHOLD_GRID = 4001  # scan of C before the continuous refinement
+_LOG_MARGIN = 1e-13  # logs moved by 1e-13 (1 + |log|) against the bound: a floating-point safety margin
+
+
+def _threshold_logs(sigma: float, k: int, t: int, c: F64) -> tuple[F64, F64, F64, F64]:
+    """``log P(M >= C), log Q(M >= C), log P(M <= C), log Q(M <= C)``, each moved against the bound.
+
+    For the "remove" test the P-mass is lowered and the Q-mass raised; for "add" the
+    reverse; so each ``P - e^eps Q`` (or ``Q - e^eps P``) built from them is below the true one.
+    """
+    log_fp = _log_cdf(c, sigma, k, t)
+    log_fq = _log_cdf(c, sigma, 0, t)
+    with np.errstate(divide="ignore"):  # log F = 0 (F = 1 to rounding): survival 0, log -inf
+        log_sp = np.log(-np.expm1(log_fp))
+        log_sq = np.log(-np.expm1(log_fq))
+
+    def move(x: F64, sign: float) -> F64:
+        with np.errstate(invalid="ignore"):  # -inf stays -inf (the where below)
+            return np.asarray(np.where(np.isfinite(x), x + sign * _LOG_MARGIN * (1.0 + np.abs(x)), x))
+
+    return move(log_sp, -1.0), move(log_sq, 1.0), move(log_fp, 1.0), move(log_fq, -1.0)
+
+
+def _log_gap(log_a: F64, log_b: F64, eps: float) -> F64:
+    """``log(A - e^eps B)`` (``-inf`` where it is not positive)."""
+    with np.errstate(divide="ignore", invalid="ignore"):  # A <= e^eps B: log of a non-positive gap is -inf
+        r = np.minimum(eps + log_b - log_a, 0.0)
+        out = np.where(np.isfinite(log_a), log_a + np.log(-np.expm1(r)), -np.inf)
+    return np.asarray(np.where(np.isnan(out), -np.inf, out))
+
+
+def _threshold_log_delta(sigma: float, k: int, t: int, eps: float) -> float:
+    """``log max_C`` of the threshold tests ``{M >= C}`` ("remove") and ``{M <= C}`` ("add"), one epoch.
+
+    Chua et al. (2025, arXiv:2412.16802) scan ``C`` on a grid; here a grid scan is refined
+    by a bounded scalar search around the best grid point (any ``C`` gives a valid bound,
+    so the search only has to be good, not exact).
+    """
+    grid = np.linspace(-40.0 * sigma - 2.0, 40.0 * sigma + 3.0, _THRESHOLD_GRID)
+
+    def log_delta(c: F64) -> F64:
+        sp, sq, fp, fq = _threshold_logs(sigma, k, t, c)
+        return np.maximum(_log_gap(sp, sq, eps), _log_gap(fq, fp, eps))
+
+    values = log_delta(grid)
+    i = int(np.argmax(values))
+    best = float(values[i])
+    if best == -math.inf:
+        return best
+    lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, grid.size - 1)]
+    result = optimize.minimize_scalar(lambda c: -float(log_delta(np.array([c]))[0]), bounds=(lo, hi),
+                                      method="bounded", options={"xatol": 1e-10})
+    return max(best, -float(result.fun))
+
+
+def _threshold_epsilon(sigma: float, k: int, t: int, delta: float) -> float:
+    """``sup_C log((P_C - delta) / Q_C)`` over both tests: the epsilon where the threshold bound meets ``delta``."""
+    grid = np.linspace(-40.0 * sigma - 2.0, 40.0 * sigma + 3.0, _THRESHOLD_GRID)
+    log_d = math.log(delta)
+
+    def eps_of(c: F64) -> F64:
+        sp, sq, fp, fq = _threshold_logs(sigma, k, t, c)
+        out = []
+        for log_a, log_b in ((sp, sq), (fq, fp)):
+            with np.errstate(divide="ignore", invalid="ignore"):  # A <= delta: no epsilon from this C
+                gap = np.where(log_a > log_d, log_a + np.log(-np.expm1(np.minimum(log_d - log_a, 0.0))), -np.inf)
+                out.append(np.where(np.isfinite(log_b), gap - log_b, -np.inf))
+        return np.asarray(np.maximum(out[0], out[1]))
+
+    values = eps_of(grid)
+    i = int(np.argmax(values))
+    best = float(values[i])
+    if best == -math.inf:
+        return 0.0
+    lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, grid.size - 1)]
+    result = optimize.minimize_scalar(lambda c: -float(eps_of(np.array([c]))[0]), bounds=(lo, hi),
+                                      method="bounded", options={"xatol": 1e-10})
+    return max(0.0, best, -float(result.fun))
+
+
 def _lower_method(t: int, e: int, k: int) -> str:
-    return (f"per-epoch maximum max_i w_i, optimistic PLD composed E times, both directions "
+    tests = " and threshold events max_i w_i >= C / <= C, continuous C" if e == 1 else ""
+    return (f"per-epoch maximum max_i w_i, optimistic PLD composed E times{tests}, both directions "
             f"(Chua et al. 2025, arXiv:2412.16802); {_name(t, e, k)}")
 
 
@@ -355,6 +436,12 @@ def delta_allocation_lower(
     eps = _check.epsilon_array(epsilon)
     remove, add = _plds(sigma, k, t, e)
     value = np.maximum(np.asarray(remove.get_delta(eps)), np.asarray(add.get_delta(eps)))
+    if e == 1:
+        # The PLD lumps masses below e^-60 into tail cells; the threshold tests, in logs,
+        # keep deltas far below that (t = 1e6: 5e-34 where the PLD gives 0).
+        with np.errstate(under="ignore"):  # exp(log delta) may underflow to 0: still a lower bound
+            tests = np.exp(np.vectorize(lambda x: _threshold_log_delta(sigma, k, t, float(x)))(eps))
+        value = np.maximum(value, tests)
     return Bound(value=unwrap(value), quantity="delta", kind="lower bound", sampler=_sampler(k),
                  method=_lower_method(t, e, k))
 
@@ -381,6 +468,8 @@ def epsilon_allocation_lower(
     d = _check.delta_array(delta)
     remove, add = _plds(sigma, k, t, e)
     value = np.maximum(np.asarray(remove.get_epsilon(d)), np.asarray(add.get_epsilon(d)))
+    if e == 1:
+        value = np.maximum(value, np.vectorize(lambda x: _threshold_epsilon(sigma, k, t, float(x)))(d))
     return Bound(value=unwrap(value), quantity="epsilon", kind="lower bound", sampler=_sampler(k),
                  method=_lower_method(t, e, k))
 
