@@ -59,9 +59,13 @@ What is computed, and what kind of number each is:
   evaluated as logarithms (``log_ndtr``), so ``t`` up to 1e7 does not underflow. The
   ``E``-fold product is computed as an *optimistic* :class:`dpacct.pld.DiscretePLD`
   (cells on the line of the maximum, each cell's loss rounded down, FFT round-off
-  subtracted), both directions, the larger reported. This dominates every threshold test
-  ``{max_i x_i >= C}`` (the one-epoch lower bound of Chua et al. 2025, as in
-  :func:`dpacct.samplers.delta_shuffle_lower` for shuffling) up to one grid step.
+  subtracted), both directions. That PLD lumps masses below ``e^-60`` into its tail
+  cells, so the threshold tests ``{M >= C}`` and ``{M <= C}`` on the maximum ``M`` of all
+  ``E t`` outputs (the lower bound of Chua et al. 2025, as in
+  :func:`dpacct.samplers.delta_shuffle_lower` for shuffling; ``F_P^E`` and ``F_Q^E``
+  for ``E`` epochs) are also evaluated, in logs with ``C`` maximised continuously (a grid
+  scan, then a bounded scalar search), and the largest of all is reported. They keep
+  deltas down to 1e-300 (``t = 1e6``: 4.9e-34, where the PLD alone gives 0).
 * **estimate** (Monte Carlo, never a bound; :func:`delta_allocation_estimate`,
   :func:`epsilon_allocation_estimate`): the pair's hockey-stick divergence by importance
   sampling, with a confidence interval and a fixed seed by default. "remove" (``H(P||Q)``):
@@ -133,7 +137,7 @@ _COMPOSED_BUDGET = 2**21  # target number of composed loss entries when choosing
 _CHUNK_DOUBLES = 2**22  # at most this many normals are held at once (32 MiB)
 _REJECTION_ROUNDS = 4  # truncated normals: redraws before falling back to the inverse CDF
 _DIRECTIONS = ("both", "remove", "add")
-_INTERVALS = ("bernstein", "normal")
+_INTERVALS = ("normal", "bernstein")
 
 
 def _sampler(participations: int) -> str:
@@ -324,14 +328,17 @@ _THRESHOLD_GRID = 4001  # scan of C before the continuous refinement
 _LOG_MARGIN = 1e-13  # logs moved by 1e-13 (1 + |log|) against the bound: a floating-point safety margin
 
 
-def _threshold_logs(sigma: float, k: int, t: int, c: F64) -> tuple[F64, F64, F64, F64]:
+def _threshold_logs(sigma: float, k: int, t: int, e: int, c: F64) -> tuple[F64, F64, F64, F64]:
     """``log P(M >= C), log Q(M >= C), log P(M <= C), log Q(M <= C)``, each moved against the bound.
+
+    ``M`` is the maximum of all ``E t`` outputs of the ``E`` epochs (independent epochs:
+    the log-CDF of one epoch times ``E``), a post-processing of the ``E``-fold product.
 
     For the "remove" test the P-mass is lowered and the Q-mass raised; for "add" the
     reverse; so each ``P - e^eps Q`` (or ``Q - e^eps P``) built from them is below the true one.
     """
-    log_fp = _log_cdf(c, sigma, k, t)
-    log_fq = _log_cdf(c, sigma, 0, t)
+    log_fp = e * _log_cdf(c, sigma, k, t)
+    log_fq = e * _log_cdf(c, sigma, 0, t)
     with np.errstate(divide="ignore"):  # log F = 0 (F = 1 to rounding): survival 0, log -inf
         log_sp = np.log(-np.expm1(log_fp))
         log_sq = np.log(-np.expm1(log_fq))
@@ -351,8 +358,8 @@ def _log_gap(log_a: F64, log_b: F64, eps: float) -> F64:
     return np.asarray(np.where(np.isnan(out), -np.inf, out))
 
 
-def _threshold_log_delta(sigma: float, k: int, t: int, eps: float) -> float:
-    """``log max_C`` of the threshold tests ``{M >= C}`` ("remove") and ``{M <= C}`` ("add"), one epoch.
+def _threshold_log_delta(sigma: float, k: int, t: int, e: int, eps: float) -> float:
+    """``log max_C`` of the threshold tests ``{M >= C}`` ("remove") and ``{M <= C}`` ("add") on the product.
 
     Chua et al. (2025, arXiv:2412.16802) scan ``C`` on a grid; here a grid scan is refined
     by a bounded scalar search around the best grid point (any ``C`` gives a valid bound,
@@ -361,7 +368,7 @@ def _threshold_log_delta(sigma: float, k: int, t: int, eps: float) -> float:
     grid = np.linspace(-40.0 * sigma - 2.0, 40.0 * sigma + 3.0, _THRESHOLD_GRID)
 
     def log_delta(c: F64) -> F64:
-        sp, sq, fp, fq = _threshold_logs(sigma, k, t, c)
+        sp, sq, fp, fq = _threshold_logs(sigma, k, t, e, c)
         return np.maximum(_log_gap(sp, sq, eps), _log_gap(fq, fp, eps))
 
     values = log_delta(grid)
@@ -375,13 +382,13 @@ def _threshold_log_delta(sigma: float, k: int, t: int, eps: float) -> float:
     return max(best, -float(result.fun))
 
 
-def _threshold_epsilon(sigma: float, k: int, t: int, delta: float) -> float:
+def _threshold_epsilon(sigma: float, k: int, t: int, e: int, delta: float) -> float:
     """``sup_C log((P_C - delta) / Q_C)`` over both tests: the epsilon where the threshold bound meets ``delta``."""
     grid = np.linspace(-40.0 * sigma - 2.0, 40.0 * sigma + 3.0, _THRESHOLD_GRID)
     log_d = math.log(delta)
 
     def eps_of(c: F64) -> F64:
-        sp, sq, fp, fq = _threshold_logs(sigma, k, t, c)
+        sp, sq, fp, fq = _threshold_logs(sigma, k, t, e, c)
         out = []
         for log_a, log_b in ((sp, sq), (fq, fp)):
             with np.errstate(divide="ignore", invalid="ignore"):  # A <= delta: no epsilon from this C
@@ -401,8 +408,8 @@ def _threshold_epsilon(sigma: float, k: int, t: int, delta: float) -> float:
 
 
 def _lower_method(t: int, e: int, k: int) -> str:
-    tests = " and threshold events max_i w_i >= C / <= C, continuous C" if e == 1 else ""
-    return (f"per-epoch maximum max_i w_i, optimistic PLD composed E times{tests}, both directions "
+    return (f"per-epoch maximum max_i w_i, optimistic PLD composed E times, and threshold events "
+            f"max w >= C / <= C over all E t outputs, continuous C, both directions "
             f"(Chua et al. 2025, arXiv:2412.16802); {_name(t, e, k)}")
 
 
@@ -436,12 +443,11 @@ def delta_allocation_lower(
     eps = _check.epsilon_array(epsilon)
     remove, add = _plds(sigma, k, t, e)
     value = np.maximum(np.asarray(remove.get_delta(eps)), np.asarray(add.get_delta(eps)))
-    if e == 1:
-        # The PLD lumps masses below e^-60 into tail cells; the threshold tests, in logs,
-        # keep deltas far below that (t = 1e6: 5e-34 where the PLD gives 0).
-        with np.errstate(under="ignore"):  # exp(log delta) may underflow to 0: still a lower bound
-            tests = np.exp(np.vectorize(lambda x: _threshold_log_delta(sigma, k, t, float(x)))(eps))
-        value = np.maximum(value, tests)
+    # The PLD lumps masses below e^-60 into tail cells; the threshold tests on the maximum
+    # of all E t outputs, in logs, keep deltas far below that (t = 1e6: 5e-34 where the PLD gives 0).
+    with np.errstate(under="ignore"):  # exp(log delta) may underflow to 0: still a lower bound
+        tests = np.exp(np.vectorize(lambda x: _threshold_log_delta(sigma, k, t, e, float(x)), otypes=[float])(eps))
+    value = np.maximum(value, tests)
     return Bound(value=unwrap(value), quantity="delta", kind="lower bound", sampler=_sampler(k),
                  method=_lower_method(t, e, k))
 
@@ -468,8 +474,7 @@ def epsilon_allocation_lower(
     d = _check.delta_array(delta)
     remove, add = _plds(sigma, k, t, e)
     value = np.maximum(np.asarray(remove.get_epsilon(d)), np.asarray(add.get_epsilon(d)))
-    if e == 1:
-        value = np.maximum(value, np.vectorize(lambda x: _threshold_epsilon(sigma, k, t, float(x)))(d))
+    value = np.maximum(value, np.vectorize(lambda x: _threshold_epsilon(sigma, k, t, e, float(x)), otypes=[float])(d))
     return Bound(value=unwrap(value), quantity="epsilon", kind="lower bound", sampler=_sampler(k),
                  method=_lower_method(t, e, k))
 
@@ -501,8 +506,8 @@ class AllocationEstimate:
     confidence : float
         Nominal coverage of ``(lower, upper)``.
     interval : str
-        ``"bernstein"`` (distribution-free, valid for every sample size) or ``"normal"``
-        (central-limit, needs many hits).
+        ``"normal"`` (central-limit, needs many hits) or ``"bernstein"`` (distribution-free,
+        valid for every sample size).
     direction : str
         ``"remove"`` (``H(P||Q)``) or ``"add"`` (``H(Q||P)``): the direction of ``estimate``.
     method : str
@@ -819,7 +824,7 @@ def delta_allocation_estimate(
     confidence: float = 0.95,
     seed: int | None = 0,
     direction: str = "both",
-    interval: str = "bernstein",
+    interval: str = "normal",
 ) -> AllocationEstimate:
     r"""Monte-Carlo estimate of delta(epsilon) of balls-in-bins / random-allocation batches (not a bound).
 
@@ -837,9 +842,12 @@ def delta_allocation_estimate(
         Seed of the generator (default 0: reproducible); None for fresh entropy.
     direction : {"both", "remove", "add"}
         ``"remove"``: ``H(P||Q)``; ``"add"``: ``H(Q||P)``; ``"both"``: the larger.
-    interval : {"bernstein", "normal"}
-        ``"bernstein"`` (default): the empirical-Bernstein interval of Maurer and Pontil
-        (2009, Theorem 4), valid for every sample size; ``"normal"``: central-limit.
+    interval : {"normal", "bernstein"}
+        ``"normal"`` (default): mean +/- z standard errors, asymptotic (central limit; the
+        weighted values are bounded, so it is sound for many ``hits``, which the result
+        reports). ``"bernstein"``: the empirical-Bernstein interval of Maurer and Pontil
+        (2009, Theorem 4), valid for every sample size but, with values up to 10, useless
+        for deltas much below ``100 / samples``.
 
     Returns
     -------
@@ -879,7 +887,7 @@ def epsilon_allocation_estimate(
     confidence: float = 0.95,
     seed: int | None = 0,
     direction: str = "both",
-    interval: str = "bernstein",
+    interval: str = "normal",
 ) -> AllocationEpsilonEstimate:
     """Monte-Carlo estimate of epsilon(delta) of balls-in-bins / random-allocation batches (not a bound).
 
@@ -894,8 +902,9 @@ def epsilon_allocation_estimate(
     Notes
     -----
     Every point of the curve is estimated with the same seed (common random numbers), so
-    the curve is nearly smooth in epsilon and Brent's method converges; each evaluation
-    is one run of :func:`delta_allocation_estimate` (about 15 per root, three roots).
+    the curve is nearly smooth in epsilon and Brent's method converges (to 1e-3 in
+    epsilon); each evaluation is one run of :func:`delta_allocation_estimate` (about a
+    dozen per root, three roots).
     """
     sigma, t, e, k = _setting(noise_multiplier, steps, epochs, participations)
     target = _check.delta(delta)
@@ -916,7 +925,7 @@ def epsilon_allocation_estimate(
             return 0.0
         if field(at(top)) > target:
             return top  # the pair's delta is below the Gaussian curve: the band's end is capped there
-        return float(optimize.brentq(lambda x: field(at(x)) - target, 0.0, top, xtol=1e-4, rtol=1e-6))
+        return float(optimize.brentq(lambda x: field(at(x)) - target, 0.0, top, xtol=1e-3, rtol=1e-4))
 
     estimate = root(lambda r: r.estimate)
     lower = root(lambda r: r.lower)
@@ -940,7 +949,7 @@ def allocation_rows(
     epochs_lower: int,
     estimate: bool = False,
     participations: int = 1,
-    samples: int = 10_000,
+    samples: int = 2_000,
     seed: int | None = 0,
 ) -> tuple[tuple[str, Value], ...]:
     """Rows for the sampler comparison: balls-in-bins (or random allocation) upper bound, lower bound, estimate.
@@ -965,7 +974,8 @@ def allocation_rows(
         ``k``; 1 (default) is balls-in-bins (rows named ``"balls_in_bins"``), ``k > 1``
         random allocation (``"random_allocation"``).
     samples, seed
-        Of the estimate, as in :func:`delta_allocation_estimate`.
+        Of the estimate, as in :func:`delta_allocation_estimate` (default 2000 samples per
+        direction: the epsilon estimate runs it about 40 times).
 
     Returns
     -------
