@@ -187,8 +187,8 @@ def test_several_epochs_lower_bound_keeps_small_deltas() -> None:
 
 
 def test_balls_in_bins_beats_shuffle_and_matches_poisson() -> None:
-    """Chua et al. 2025 (arXiv:2412.16802, abstract and Section 5): balls-in-bins amplifies like Poisson or better,
-    far below what shuffling can be certified not to exceed.
+    """Chua et al. 2025 (arXiv:2412.16802, abstract): balls-in-bins amplifies like Poisson or better,
+    while shuffling is provably far worse (its certified lower bound is far above).
 
     sigma = 0.5, t = 1000, epsilon = 2: the estimate's upper end is below the Poisson PLD's
     certified lower bound, which is far below the shuffle lower bound.

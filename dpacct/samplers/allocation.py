@@ -13,8 +13,10 @@ input where only the differing record contributes (one unit per step it is in), 
 .. math:: P = \binom{t}{k}^{-1} \sum_{|S| = k} \mathcal N(\mathbf 1_S, \sigma^2 I_t), \qquad
           Q = \mathcal N(0, \sigma^2 I_t),
 
-with the record and with it zeroed out. Chua et al. (2025, arXiv:2412.16802, Section 3)
-prove that for ``k = 1`` this pair is *tightly dominating*: its hockey-stick divergence
+with the record and with it zeroed out. Chua et al. (2025, arXiv:2412.16802) prove that
+for ``k = 1`` this pair, their ``(P_B, Q_B)``, is *tightly dominating* (the same pair is
+in the docstring of the authors' ``BnBAccountant``; the theorem's number was not checked
+here): its hockey-stick divergence
 (the larger of the two directions, ``H(P||Q)`` "remove" and ``H(Q||P)`` "add") *is*
 delta(epsilon) of one epoch. For ``k > 1`` the pair is attained by that input, so
 anything computed on it is a valid **lower bound**; that it also dominates is not used
@@ -73,8 +75,8 @@ What is computed, and what kind of number each is:
   (the record's or, since the loss is symmetric, any other) or the record's coordinates
   of every epoch into the region where the loss exceeds epsilon; the weights are at most
   10. "add" (``H(Q||P)``), one epoch, ``k = 1``: the law conditioned on
-  ``{max_i x_i <= C}``, outside which the integrand vanishes (the conditioning of Chua et
-  al. 2025, Section 4), sampled exactly and rescaled by that event's probability; plain
+  ``{max_i x_i <= C}``, outside which the integrand vanishes (the conditioning Chua et
+  al. 2025 use for this direction), sampled exactly and rescaled by that event's probability; plain
   sampling otherwise. Moving only the record's coordinate, as a first version did, missed
   the mass where another of ``t = 1000`` coordinates is extreme and fell below the
   certified lower bound; the tests pin this.
@@ -83,8 +85,8 @@ References
 ----------
 .. [1] L. Chua, B. Ghazi, C. Harrison, E. Leeman, P. Kamath, R. Kumar, P. Manurangsi,
    A. Sinha, C. Zhang, "Balls-and-Bins Sampling for DP-SGD", AISTATS 2025,
-   arXiv:2412.16802 (v2), Section 3 (the dominating pair of ABLQ with balls-and-bins
-   batches) and Section 4 (Monte-Carlo estimation and the lower bound).
+   arXiv:2412.16802: the tightly dominating pair ``(P_B, Q_B)`` of ABLQ with
+   balls-and-bins batches, its Monte-Carlo estimation and the threshold lower bound.
 .. [2] V. Feldman and M. Shenfeld, "Privacy amplification by random allocation", 2025,
    arXiv:2502.08202 (v4).
 .. [3] J. Dong, A. Roth, W. J. Su, "Gaussian Differential Privacy", JRSS-B 2022,
