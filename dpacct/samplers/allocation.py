@@ -426,8 +426,9 @@ def delta_allocation_lower(
     -------
     Bound
         ``kind="lower bound"``: the run is not (epsilon, delta)-DP for any smaller delta.
-        It is the hockey-stick divergence (the larger direction) of the pair of laws of
-        the ``E`` per-epoch maxima, itself bounded from below (module docstring).
+        It is the larger of the hockey-stick divergence (both directions) of the pair of
+        laws of the ``E`` per-epoch maxima, itself bounded from below, and the best
+        threshold test on the maximum of all ``E t`` outputs (module docstring).
 
     Notes
     -----
@@ -464,8 +465,9 @@ def epsilon_allocation_lower(
     Returns
     -------
     Bound
-        ``kind="lower bound"``: the larger of the two directions' epsilons, each found by
-        bisection on the certified lower delta curve of :func:`delta_allocation_lower`.
+        ``kind="lower bound"``: the largest of the two directions' epsilons, each found by
+        bisection on the certified lower delta curve of the max-statistic PLD, and of the
+        threshold tests' ``sup_C log((P_C - delta) / Q_C)`` (maximised over ``C`` directly).
 
     Examples
     --------
