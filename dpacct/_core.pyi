@@ -83,6 +83,8 @@ class pld:
         discretization: float, max_cells: int,
     ) -> pld.Step: ...
     @staticmethod
+    def symmetrised_step(a: pld.Step, b: pld.Step, lower: pld.Step) -> pld.Step: ...
+    @staticmethod
     def cells_step(
         log_p: NDArray[np.float64], log_q: NDArray[np.float64], loss_at_edges: NDArray[np.float64] | None,
         discretization: float, max_cells: int,

@@ -18,6 +18,11 @@ The guarantee depends on how batches are drawn (``sampler``):
   lower bound of :mod:`dpacct.ablq`. The Poisson number is *not* a guarantee for
   shuffled batches (it can be far too small); it is returned only with the explicit
   opt-in ``assume_poisson=True``, which warns.
+* ``"fixed_size"`` / ``"fixed_size_replacement"``: every step a batch of exactly
+  ``batch_size`` records drawn without (with) replacement (add/remove adjacency). A
+  neighbour swaps one gradient of the batch, so the pair is the Poisson pair at half the
+  noise multiplier (:mod:`dpacct.samplers.fixed_size`); with replacement only
+  ``accountant="pld"`` applies.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from dpacct import _check
 from dpacct.accountant import Accountant, check_options, make_accountant
-from dpacct.mechanisms import GaussianMechanism, PoissonSampledGaussianMechanism
+from dpacct.mechanisms import FixedSizeSampledGaussianMechanism, GaussianMechanism, PoissonSampledGaussianMechanism
 from dpacct.run import SAMPLERS, Run
 
 __all__ = [
@@ -128,6 +133,17 @@ def accountant_for_run(
         raise ValueError(msg)
     _check.one_of("accountant", accountant, _available())
     check_options(accountant, options, also_valid=_API_KEYWORDS)
+    if sampler in ("fixed_size", "fixed_size_replacement"):
+        replacement = sampler == "fixed_size_replacement"
+        b, n = run.fixed_size_counts(replacement)
+        fixed = FixedSizeSampledGaussianMechanism(noise_multiplier=noise_multiplier, batch_size=b, dataset_size=n,
+                                                  replacement=replacement)
+        made = make_accountant(accountant, **options)
+        if not made.supports(fixed):
+            msg = f"the {accountant} accountant cannot account for sampler={sampler!r}; use accountant='pld'"
+            raise ValueError(msg)
+        count = run.steps(sampler) if run.sampling_probability > 0.0 else 0
+        return made.compose(fixed, count)
     if sampler == "poisson" or assume_poisson:
         mechanism: GaussianMechanism | PoissonSampledGaussianMechanism = PoissonSampledGaussianMechanism(
             noise_multiplier=noise_multiplier, sampling_probability=run.sampling_probability
@@ -227,7 +243,8 @@ def epsilon(
         :func:`dpacct.available_accountants` (``"rdp"``).
     sampler : str
         How batches are drawn: ``"poisson"`` (add/remove adjacency), ``"shuffle"`` or
-        ``"deterministic"`` (zero-out adjacency; the exact Gaussian curve); see :mod:`dpacct.api`.
+        ``"deterministic"`` (zero-out adjacency; the exact Gaussian curve), ``"fixed_size"`` or
+        ``"fixed_size_replacement"`` (add/remove; the accountant's bound); see :mod:`dpacct.api`.
     assume_poisson : bool
         Only with ``sampler="shuffle"``: return the Poisson number instead, with a
         :class:`PoissonAssumptionWarning` (it is not a guarantee for shuffled batches).

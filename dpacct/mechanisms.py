@@ -18,6 +18,7 @@ from dpacct import _check
 __all__ = [
     "NEIGHBORING_RELATIONS",
     "EpsilonDeltaMechanism",
+    "FixedSizeSampledGaussianMechanism",
     "GaussianMechanism",
     "LaplaceMechanism",
     "Mechanism",
@@ -248,6 +249,65 @@ class MixtureOfGaussiansMechanism:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class FixedSizeSampledGaussianMechanism:
+    """One DP-SGD step on a batch of exactly ``batch_size`` records, then the Gaussian mechanism.
+
+    The batch is ``batch_size`` records drawn uniformly from the ``dataset_size``
+    records without replacement (a uniformly random subset) or with replacement
+    (independent uniform draws, a record may appear several times); the clipped
+    per-example gradients of the batch are summed and Gaussian noise of standard
+    deviation ``noise_multiplier * C`` is added. Whatever the adjacency, a neighbour
+    changes the sum by replacing one gradient, up to ``2C``: the dominating pairs are
+    Poisson-subsampled Gaussian pairs with noise multiplier ``noise_multiplier / 2``
+    (see :mod:`dpacct.samplers.fixed_size` for the pairs, their proofs and the
+    datasets that realise them).
+
+    Parameters
+    ----------
+    noise_multiplier : float
+        Noise standard deviation divided by the clipping norm; finite and ``> 0``.
+    batch_size : int
+        ``b``, in ``[1, dataset_size]``.
+    dataset_size : int
+        ``n >= 1``; for add/remove adjacency the larger of the two neighbours.
+    replacement : bool
+        Draw with replacement (default False).
+    neighboring_relation : {"add_remove", "replace_one", "zero_out"}
+        Add/remove one record, replace one record (datasets of equal size), or zero one
+        record out (Chua et al., ICML 2024; a zeroed record is a record with gradient 0,
+        so zero-out neighbours are replace-one neighbours and share their upper bound).
+    """
+
+    noise_multiplier: float
+    batch_size: int
+    dataset_size: int
+    replacement: bool = False
+    neighboring_relation: NeighboringRelation = "add_remove"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "noise_multiplier", _check.noise_multiplier(self.noise_multiplier))
+        n = _check.count("dataset_size", self.dataset_size, minimum=1)
+        b = _check.count("batch_size", self.batch_size, minimum=1)
+        if b > n:
+            msg = f"batch_size must be an integer in [1, dataset_size = {n}], got {b}"
+            raise ValueError(msg)
+        object.__setattr__(self, "dataset_size", n)
+        object.__setattr__(self, "batch_size", b)
+        if not isinstance(self.replacement, bool):
+            msg = f"replacement must be True or False, got {self.replacement!r}"
+            raise ValueError(msg)
+        _check.one_of("neighboring_relation", self.neighboring_relation, NEIGHBORING_RELATIONS)
+
+    @property
+    def hit_probability(self) -> float:
+        """Probability that a given record is in the batch: ``b/n``, or ``1 - (1 - 1/n)^b`` with replacement."""
+        n, b = self.dataset_size, self.batch_size
+        if not self.replacement:
+            return b / n
+        return -math.expm1(b * math.log1p(-1.0 / n)) if n > 1 else 1.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PoissonSampledMechanism:
     """Poisson subsampling at rate q, then any mechanism (add/remove adjacency, both directions).
 
@@ -283,6 +343,7 @@ Mechanism = Union[
     EpsilonDeltaMechanism,
     MixtureOfGaussiansMechanism,
     PoissonSampledMechanism,
+    FixedSizeSampledGaussianMechanism,
 ]
 
 _MECHANISM_TYPES = (
@@ -293,4 +354,5 @@ _MECHANISM_TYPES = (
     EpsilonDeltaMechanism,
     MixtureOfGaussiansMechanism,
     PoissonSampledMechanism,
+    FixedSizeSampledGaussianMechanism,
 )

@@ -8,6 +8,9 @@ takes part in depends on the batch sampler:
 * ``"poisson"``: every record joins every step independently with probability
   ``q = b / n``; the run is ``T`` steps, with ``T = ceil(E n / b)`` when given in epochs
   (the expected number of batches in E passes, rounded up: more steps only raise epsilon).
+* ``"fixed_size"`` / ``"fixed_size_replacement"``: every step a batch of exactly ``b``
+  records, drawn without (with) replacement; as many steps as Poisson sampling. Given
+  as q and T, ``b/n = q`` (without replacement only).
 * ``"shuffle"`` and ``"deterministic"``: each epoch cuts the (shuffled or fixed) data into
   ``ceil(n / b)`` batches, or ``floor(n / b)`` with ``drop_last``; the run is
   ``T = ceil(E * batches per epoch)`` steps and each record takes part in **at most one
@@ -36,10 +39,14 @@ from typing import Any
 
 from dpacct import _check
 
-__all__ = ["SAMPLERS", "Run"]
+__all__ = ["INDEPENDENT_SAMPLERS", "SAMPLERS", "Run"]
 
 #: Batch samplers a run can be accounted for.
-SAMPLERS: tuple[str, ...] = ("poisson", "shuffle", "deterministic")
+SAMPLERS: tuple[str, ...] = ("poisson", "shuffle", "deterministic", "fixed_size", "fixed_size_replacement")
+
+#: Samplers that draw every step independently (the run is ``ceil(E n / b)`` steps, no fixed
+#: number of participations per record).
+INDEPENDENT_SAMPLERS: tuple[str, ...] = ("poisson", "fixed_size", "fixed_size_replacement")
 
 # Round-off in q * T or 1/q (0.1 * 30 = 3.0000000000000004) never adds a step: the one
 # rounding rule of dpacct (_check.ceil_count / floor_count).
@@ -164,7 +171,7 @@ class Run:
         if self.total_steps is not None:
             return self.total_steps
         assert self.epochs is not None and self.batch_size is not None and self.dataset_size is not None
-        if sampler == "poisson":
+        if sampler in INDEPENDENT_SAMPLERS:
             return _ceil(self.epochs * self.dataset_size / self.batch_size)
         return _ceil(self.epochs * self.batches_per_epoch())
 
@@ -175,8 +182,8 @@ class Run:
         fixed count; this raises.
         """
         sampler = _check.one_of("sampler", sampler, SAMPLERS)
-        if sampler == "poisson":
-            msg = "a Poisson-sampled record has no fixed number of participations; use steps('poisson')"
+        if sampler in INDEPENDENT_SAMPLERS:
+            msg = f"a record of a {sampler} run has no fixed number of participations; use steps({sampler!r})"
             raise ValueError(msg)
         if self.epochs is not None:
             return _ceil(self.epochs)
@@ -202,6 +209,22 @@ class Run:
             return -(-self.dataset_size // self.batch_size)
         q = self.sampling_probability
         return max(1, _ceil(1.0 / q)) if q > 0.0 else 0
+
+    def fixed_size_counts(self, replacement: bool = False) -> tuple[int, int]:
+        """``(batch_size, dataset_size)`` for fixed-size batches.
+
+        A run given as q and T has only the rate: without replacement the pair is
+        ``(ceil(q 10^9), 10^9)``, a rate within ``1e-9`` above q (only b/n matters then);
+        with replacement the batch size itself matters and this raises.
+        """
+        if self.batch_size is not None and self.dataset_size is not None:
+            return self.batch_size, self.dataset_size
+        if replacement:
+            msg = ("fixed-size batches with replacement need the batch size and dataset size: give epochs, "
+                   "batch_size and dataset_size")
+            raise ValueError(msg)
+        n = 1_000_000_000
+        return max(1, math.ceil(self.sampling_probability * n)), n
 
     def describe(self) -> dict[str, Any]:
         """The run as the user gave it, for reports."""

@@ -186,3 +186,22 @@ def test_small_delta_queries_are_narrow() -> None:
     lower, upper = acct.delta_bounds(np.array([1.2, 1.5]))
     assert np.all(lower <= upper) and np.all(upper - lower <= 0.03 * upper)
     assert upper[1] < lower[0]  # delta decreases in epsilon, far beyond the interval widths
+
+
+def test_a_direction_below_the_other_is_skipped_soundly() -> None:
+    """sigma = 0.5, q = 0.5, T = 1: the add direction's loss is at most log 2 < 1, so its delta(1) is 0.
+
+    The engine skips it on a certified Chernoff bound (it used to build a 3.9M-point tilted grid
+    for it); the interval must still contain the exact remove-direction delta (quadrature,
+    trapezoid on 2e6 points, error far below the 1e-9 tolerance).
+    """
+    from scipy.stats import norm
+
+    acct = PLDAccountant().compose(PoissonSampledGaussianMechanism(noise_multiplier=0.5, sampling_probability=0.5), 1)
+    x = np.linspace(-10.0, 11.0, 2_000_001)
+    for eps in (1.0, 2.0):
+        p = 0.5 * norm.pdf(x, scale=0.5) + 0.5 * norm.pdf(x, loc=1.0, scale=0.5)
+        exact = float(np.trapezoid(np.maximum(p - math.exp(eps) * norm.pdf(x, scale=0.5), 0.0), x))
+        lower, upper = acct.delta_bounds(eps)
+        assert lower - 1e-9 <= exact <= upper + 1e-9
+        assert upper - lower <= 0.01 * upper

@@ -337,3 +337,29 @@ def test_epsilon_interval_for_each_sampler() -> None:
         pois.step()
     lower, upper = pois.epsilon_interval()
     assert 0 < lower <= upper <= lower * (1 + RTOL_PLD)
+
+
+def test_fixed_size_steps_match_the_sampler_analysis() -> None:
+    """T fixed-size steps give dpacct.samplers.fixed_size_bounds' certified upper bound (PLD, add/remove)."""
+    from dpacct.samplers import fixed_size_bounds
+    from dpacct.torch import FixedSizeBatchSampler
+
+    sampler = FixedSizeBatchSampler(dataset_size=10_000, batch_size=100)
+    acct = PrivacyAccountant(sampler, delta=1e-5, accountant="pld", noise_multiplier=3.0)
+    for _ in range(300):
+        acct.step()
+    expected = fixed_size_bounds(noise_multiplier=3.0, batch_size=100, dataset_size=10_000, steps=300, delta=1e-5)
+    np.testing.assert_allclose(acct.get_epsilon(), expected.upper.value, rtol=RTOL_SAME)
+    interval = acct.epsilon_interval()
+    assert interval.lower <= interval.upper <= interval.lower * 1.01
+
+
+def test_fixed_size_refuses_what_it_cannot_account() -> None:
+    from dpacct.torch import FixedSizeBatchSampler
+
+    with pytest.raises(ValueError, match="accumulation_steps=2 with fixed-size batches"):
+        PrivacyAccountant(FixedSizeBatchSampler(dataset_size=100, batch_size=10), delta=1e-5,
+                          noise_multiplier=1.0, accumulation_steps=2)
+    with pytest.raises(ValueError, match="with replacement are accounted only by accountant='pld'"):
+        PrivacyAccountant(FixedSizeBatchSampler(dataset_size=100, batch_size=10, replacement=True), delta=1e-5,
+                          accountant="rdp", noise_multiplier=1.0)

@@ -160,3 +160,47 @@ def test_poisson_sampler_bad_input(kwargs: dict[str, float], match: str) -> None
     """Bad parameters raise ValueError naming the parameter."""
     with pytest.raises(ValueError, match=match):
         PoissonBatchSampler(**kwargs)  # type: ignore[arg-type]
+
+
+def test_fixed_size_batches_have_exactly_b_records_and_rate_b_over_n() -> None:
+    """Without replacement: b distinct records a step; each record's inclusion count is Binomial(T, b/n)."""
+    from dpacct.torch import FixedSizeBatchSampler
+
+    n, b, steps = 50, 5, 400
+    s = FixedSizeBatchSampler(dataset_size=n, batch_size=b, steps_per_epoch=steps,
+                              generator=torch.Generator().manual_seed(3))
+    counts = [0] * n
+    for batch in s:
+        assert len(batch) == b and len(set(batch)) == b
+        for i in batch:
+            counts[i] += 1
+    # Every record's count within the two-sided ALPHA / n quantiles of Binomial(T, b/n).
+    lo, hi = stats.binom.ppf([ALPHA / (2 * n), 1 - ALPHA / (2 * n)], steps, b / n)
+    assert all(lo <= c <= hi for c in counts)
+    info = s.sampling_info
+    assert (info.sampler, info.sampling_probability, info.neighboring_relation) == ("fixed_size", 0.1, "add_remove")
+    assert identify(DataLoader(_data(n), batch_sampler=s)).sampler == "fixed_size"
+
+
+def test_fixed_size_with_replacement_may_repeat_records() -> None:
+    from dpacct.torch import FixedSizeBatchSampler
+
+    s = FixedSizeBatchSampler(dataset_size=3, batch_size=3, steps_per_epoch=50, replacement=True,
+                              generator=torch.Generator().manual_seed(1))
+    batches = list(s)
+    assert all(len(b) == 3 for b in batches)
+    assert any(len(set(b)) < 3 for b in batches)  # P(no repeat in 50 draws) = (2/9)^50
+    assert s.sampling_info.sampler == "fixed_size_replacement"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [({"dataset_size": 5, "batch_size": 6}, "batch_size must be an integer in \\[1, dataset_size = 5\\]"),
+     ({"dataset_size": 5, "batch_size": 2, "replacement": 1}, "replacement must be True or False"),
+     ({"dataset_size": 5, "batch_size": 2, "steps_per_epoch": 0}, "steps_per_epoch")],
+)
+def test_fixed_size_sampler_bad_input(kwargs: dict[str, object], match: str) -> None:
+    from dpacct.torch import FixedSizeBatchSampler
+
+    with pytest.raises(ValueError, match=match):
+        FixedSizeBatchSampler(**kwargs)  # type: ignore[arg-type]

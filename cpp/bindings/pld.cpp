@@ -18,6 +18,7 @@
 #include "dpacct/pld/finite.hpp"
 #include "dpacct/pld/monotone.hpp"
 #include "dpacct/pld/split.hpp"
+#include "dpacct/pld/symmetric.hpp"
 
 namespace py = pybind11;
 using namespace py::literals;
@@ -150,6 +151,15 @@ void bind_pld(py::module_& m) {
       },
       "log_p"_a, "log_q"_a, "sampling_probability"_a, "direction"_a, "discretization"_a, "max_cells"_a,
       "One step of a finite pair, Poisson-subsampled; see dpacct.pld.");
+  pld.def(
+      "symmetrised_step",
+      [](const dpacct::pld::StepPmf& a, const dpacct::pld::StepPmf& b, const dpacct::pld::StepPmf& lower) {
+        py::gil_scoped_release release;
+        return dpacct::pld::symmetrised_step(a, b, lower);
+      },
+      "a"_a, "b"_a, "lower"_a,
+      "The symmetrised step of a replace-one mechanism (upper half from a and b, labels from lower); "
+      "see dpacct.samplers.fixed_size.");
   pld.def(
       "cells_step",
       [](const Array& log_p, const Array& log_q, const std::optional<Array>& loss_at_edges, double discretization,

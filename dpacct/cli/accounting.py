@@ -19,7 +19,7 @@ from dpacct.api import SAMPLERS, accountant_for_run, explain_failure, shuffle_lo
 from dpacct.cli._base import CLIError, Command, Notes, add_run_arguments, print_table, run_from_args
 from dpacct.mechanisms import GaussianMechanism, PoissonSampledGaussianMechanism
 from dpacct.results import KINDS, Value, to_json
-from dpacct.run import Run
+from dpacct.run import INDEPENDENT_SAMPLERS, Run
 
 __all__ = ["COMMANDS", "PREFERENCE", "default_accountant"]
 
@@ -45,7 +45,8 @@ def _add_common(parser: argparse.ArgumentParser, *, with_sigma: bool) -> None:
                              "(default: the tightest certified one available)")
     parser.add_argument("--sampler", default="poisson", choices=SAMPLERS,
                         help="how batches are drawn (default poisson); shuffle and deterministic use the exact "
-                             "Gaussian curve of each record's participations (one per epoch)")
+                             "Gaussian curve of each record's participations (one per epoch); fixed_size and "
+                             "fixed_size_replacement: exactly --batch-size records a step (certified PLD interval)")
     parser.add_argument("--assume-poisson", dest="assume_poisson", action="store_true",
                         help="with --sampler shuffle: report the Poisson number anyway (NOT a guarantee for "
                              "shuffled batches; prints a warning)")
@@ -124,7 +125,7 @@ def _run_header(args: argparse.Namespace, sigma: float | None, run: Run) -> dict
         report["sampling_probability"] = run.sampling_probability
     report["sampler"] = args.sampler
     report["steps"] = run.steps(args.sampler)
-    if args.sampler != "poisson":
+    if args.sampler not in INDEPENDENT_SAMPLERS:
         report["participations"] = run.participations(args.sampler)
     return report
 
@@ -213,6 +214,9 @@ def _run_epsilon_or_delta(args: argparse.Namespace, notes: Notes) -> dict[str, A
         report["results"] = results
         return report
 
+    if args.sampler in ("fixed_size", "fixed_size_replacement"):
+        return _run_fixed_size(args, report, sigma, run, quantity, target)
+
     # shuffle / deterministic: the exact Gaussian curve of the participations
     exact = accountant_for_run(run, noise_multiplier=sigma, sampler=args.sampler)
     value_now = float(exact.get_epsilon(target)) if quantity == "epsilon" else float(exact.get_delta(target))
@@ -242,6 +246,31 @@ def _run_epsilon_or_delta(args: argparse.Namespace, notes: Notes) -> dict[str, A
                                          kind="upper bound", method=f"{accountant} accountant, same {k} Gaussians")))
             notes.note(f"for {args.sampler} batches the exact Gaussian curve is reported; "
                        f"the {accountant} number ({number:.6g}) is a looser upper bound")
+    report["results"] = results
+    return report
+
+
+def _run_fixed_size(args: argparse.Namespace, report: dict[str, Any], sigma: float, run: Run, quantity: str,
+                    target: float) -> dict[str, Any]:
+    """Fixed-size batches (add/remove adjacency): certified PLD interval, and RDP without replacement."""
+    from dpacct.samplers.fixed_size import fixed_size_bounds
+
+    replacement = args.sampler == "fixed_size_replacement"
+    try:
+        b, n = run.fixed_size_counts(replacement)
+    except ValueError as error:
+        msg = f"--sampler {args.sampler} needs --epochs, --batch-size and --dataset-size"
+        raise CLIError(msg) from error
+    keywords = {"delta": target} if quantity == "epsilon" else {"epsilon": target}
+    steps = run.steps(args.sampler) if run.sampling_probability > 0.0 else 0
+    bounds = fixed_size_bounds(noise_multiplier=sigma, batch_size=b, dataset_size=n, steps=steps,
+                               replacement=replacement, neighboring_relation="add_remove", **keywords)
+    report.update(accountant="pld", adjacency="add_remove", kind="upper bound", method=bounds.upper.method)
+    report[quantity] = float(bounds.upper.value)
+    report[f"{quantity}_lower_bound"] = float(bounds.lower.value)
+    results = [to_json(bounds.lower.as_value()), to_json(bounds.upper.as_value())]
+    if bounds.rdp_upper is not None and bounds.rdp_upper.method != bounds.upper.method:
+        results.append(to_json(bounds.rdp_upper.as_value()))
     report["results"] = results
     return report
 
@@ -303,7 +332,7 @@ def _run_sigma(args: argparse.Namespace, notes: Notes) -> dict[str, Any]:
 
     result, used = _with_fallback(solve, accountant, explicit, notes)
     report = _run_header(args, None, run)
-    report.update(noise_multiplier=result.noise_multiplier, accountant=used if args.sampler == "poisson"
+    report.update(noise_multiplier=result.noise_multiplier, accountant=used if args.sampler in INDEPENDENT_SAMPLERS
                   else "gaussian (exact)", delta=result.delta, target_epsilon=result.target_epsilon,
                   epsilon=result.epsilon, kind="upper bound",
                   kind_detail="achieved epsilon, <= target", evaluations=result.evaluations)

@@ -1,4 +1,4 @@
-"""``dpacct compare``: deterministic, Poisson and shuffled batches for the user's run (Chua et al. 2024)."""
+"""``dpacct compare``: every batch sampler's guarantee for the user's run, side by side (Chua et al. 2024 and after)."""
 
 from __future__ import annotations
 
@@ -76,11 +76,14 @@ def _print(report: dict[str, Any]) -> None:
     print(f"zero-out adjacency: sigma = {report['noise_multiplier']:.6g}, {fixed} = {report[fixed]:.6g}; "
           f"Poisson: {steps['poisson']} steps; shuffle/deterministic: {steps['shuffle']} steps, "
           f"{report['participations']} participation(s) per record")
-    print(f"{'sampler':<14} {'kind':<12} {quantity:>12}  method")
+    width = max(14, *(len(row["sampler"]) for row in report["rows"]))
+    print(f"{'sampler':<{width}} {'kind':<12} {quantity:>12}  method")
     for row in report["rows"]:
-        print(f"{row['sampler']:<14} {row['kind']:<12} {row['value']:>12.6g}  {row['method']}")
-    print("shuffled batches: the truth lies between the shuffle lower and upper bounds; "
-          "the Poisson numbers are not a guarantee for them.")
+        print(f"{row['sampler']:<{width}} {row['kind']:<12} {row['value']:>12.6g}  {row['method']}")
+    print("each sampler's truth lies between its lower and upper bounds; the Poisson numbers are not a "
+          "guarantee for the other samplers.")
+    best = report["best_certified"]
+    print(f"best certified guarantee for this run: {best['sampler']} ({quantity} <= {best['value']:.6g})")
     if "plot" in report:
         print(f"plot written to {report['plot']}")
 
@@ -136,10 +139,25 @@ def _plot(args: argparse.Namespace, sigma: float, run: Run) -> str:
     def column(i: int) -> Any:
         return np.array([float(c.rows[i][1]) for c in compared], dtype=np.float64)
 
+    # Further samplers (rows 6 on): per sampler its tightest certified upper bound (the smallest)
+    # and its best lower bound (the largest) at every point.
+    def series(c: Any) -> dict[tuple[str, str], float]:
+        out: dict[tuple[str, str], float] = {}
+        for name, v in c.rows[6:]:
+            if v.kind in ("upper bound", "lower bound"):
+                pick = min if v.kind == "upper bound" else max
+                key = (name, str(v.kind))
+                out[key] = pick(out.get(key, float(v)), float(v))
+        return out
+
+    keyed = [series(c) for c in compared]
+    extra = [(f"{name} {kind}", kind, np.array([k[(name, kind)] for k in keyed]))
+             for name, kind in keyed[0] if all((name, kind) in k for k in keyed)]
     sweep = SamplerSweep(x_name=x_name, x=np.array(xs), quantity=quantity, at=at,  # type: ignore[arg-type]
                          steps=run.lower_bound_batches_per_epoch(), epochs=max(1, run.full_epochs()),
                          deterministic=column(0), poisson_lower=column(1), poisson_upper=column(2),
-                         poisson_rdp=column(3), shuffle_lower=column(4), shuffle_upper=column(5), seconds=0.0)
+                         poisson_rdp=column(3), shuffle_lower=column(4), shuffle_upper=column(5), seconds=0.0,
+                         extra=tuple(extra))
     plot_samplers(sweep, args.plot)
     return str(args.plot)
 

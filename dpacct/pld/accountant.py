@@ -50,6 +50,7 @@ target, and the two certified intervals are intersected.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Hashable
 from typing import Any, NamedTuple
@@ -62,6 +63,7 @@ from dpacct._shape import unwrap
 from dpacct.accountant import Accountant, register_accountant
 from dpacct.mechanisms import (
     EpsilonDeltaMechanism,
+    FixedSizeSampledGaussianMechanism,
     GaussianMechanism,
     LaplaceMechanism,
     Mechanism,
@@ -78,6 +80,7 @@ _LOG_TAIL = -80.0  # per step, P- and Q-mass beyond the clamp points of an unbou
 _MAX_CELLS = 2**24  # most grid points one step may use
 _COARSE_CELLS = 4096  # grid points of the coarse discretisation that guides the choice of grid
 _REFINEMENTS = 3  # grid refinements when a query's gap exceeds the target
+_UNIT = 2.220446049250313e-16  # DBL_EPSILON, a generous unit round-off
 _TINIEST = math.ulp(0.0)  # smallest positive double: the upper bound of a delta that underflows
 _TILT_STRENGTH = 0.5  # tilt = strength * lambda*, see PLDAccountant._tilt
 # D = min(_SQRT_SCALE sqrt(a / T), _LINEAR_SCALE a / sum_t E|L_t|), a = the epsilon error allowed
@@ -97,7 +100,7 @@ class Bounds(NamedTuple):
 class _Spec(NamedTuple):
     """What the C++ engine needs to discretise one mechanism: a hashable description."""
 
-    kind: str  # "gaussian" | "laplace" | "mixture" | "finite"
+    kind: str  # "gaussian" | "laplace" | "mixture" | "finite" | "labelled" | "symmetrised"
     parameters: tuple[Any, ...]
     sampling_probability: float
     symmetric: bool
@@ -120,7 +123,122 @@ def _spec(mechanism: Mechanism, sampling_probability: float = 1.0) -> _Spec | No
         return _Spec("mixture", params, q, False)
     if isinstance(mechanism, (RandomizedResponseMechanism, EpsilonDeltaMechanism)):
         return _Spec("finite", mechanism.log_masses(), q, q == 1.0)
+    if isinstance(mechanism, FixedSizeSampledGaussianMechanism):
+        return _fixed_size_spec(mechanism) if q == 1.0 else None
     return None
+
+
+# A with-replacement batch holds a record L times with L ~ Binomial(b, 1/n); labels L beyond
+# the point where P(L > L_max | L >= 1) <= _LABEL_TAIL are charged to +inf (upper bound) and
+# left out of the realised pair (lower bound, changing delta by at most T * _LABEL_TAIL).
+_LABEL_TAIL = 1e-25
+
+
+def _fixed_size_spec(mechanism: FixedSizeSampledGaussianMechanism) -> _Spec:
+    """Fixed-size batches: see :mod:`dpacct.samplers.fixed_size` for the pairs and why they dominate."""
+    sigma, rate = mechanism.noise_multiplier, mechanism.hit_probability
+    relation = mechanism.neighboring_relation
+    if not mechanism.replacement:
+        inner = _Spec("gaussian", (sigma / 2.0,), rate, rate == 1.0)
+        # zero-out: the other records' gradients -u and x's +u realise (g N(2) + (1-g) N(0),
+        # g N(1) + (1-g) N(0)) at every step (x or the zeroed record takes a slot of the batch).
+        # The Poisson pair at sigma (the others' gradients 0) is realised too; it wins at large sigma.
+        pair = _Spec("mixture_pair", (sigma, (0.0, 2.0), (1.0 - rate, rate), (0.0, 1.0), (1.0 - rate, rate)),
+                     rate, False)
+        realised: tuple[tuple[_Spec, str], ...] = ((pair, "remove"),
+                                                   (_Spec("gaussian", (sigma,), rate, False), "remove"))
+    else:
+        from scipy import stats
+
+        n, b = mechanism.dataset_size, mechanism.batch_size
+        hits = np.arange(1, b + 1)
+        if n > 1:
+            log_pmf, log_sf = stats.binom.logpmf(hits, b, 1.0 / n), stats.binom.logsf(hits, b, 1.0 / n)
+        else:  # one record, drawn b times
+            log_pmf, log_sf = np.where(hits == b, 0.0, -np.inf), np.where(hits >= b, -np.inf, 0.0)
+        log_rate = math.log(rate)
+        # Smallest L_max with P(L > L_max | L >= 1) <= _LABEL_TAIL.
+        below = np.nonzero(log_sf - log_rate <= math.log(_LABEL_TAIL))[0]
+        top = int(hits[below[0]]) if below.size else b
+        weights = tuple(float(w) for w in np.exp(log_pmf[:top] - log_rate))
+        tail = float(np.exp(log_sf[top - 1] - log_rate)) if top < b else 0.0
+        log_none = b * math.log1p(-1.0 / n) if n > 1 else -math.inf
+        probs = np.exp(np.concatenate(([log_none], log_pmf[:top])))
+        probs[0] += max(0.0, 1.0 - float(probs.sum()))  # the tail beyond L_max, at shift 0
+        masses = tuple(float(v) for v in probs)
+        inner = _Spec("labelled", (sigma, tuple(range(1, top + 1)), weights, tail, masses, 2.0), rate, False)
+        # zero-out: the same datasets realise sum_l P(L=l) N(2l) against sum_l P(L=l) N(l).
+        shifts = tuple(float(k) for k in range(len(masses)))
+        pair = _Spec("mixture_pair", (sigma, tuple(2.0 * v for v in shifts), masses, shifts, masses), rate, False)
+        realised = ((pair, "remove"), (_Spec("labelled_realised", (sigma, masses, 1.0), rate, False), "remove"))
+    if relation == "add_remove" or (relation == "replace_one" and inner.symmetric):
+        return inner
+    return _Spec("symmetrised", (inner, None if relation == "replace_one" else realised), rate, False)
+
+
+
+def _realised_mixture(sigma: float, masses: tuple[float, ...], unit: float, direction: str, d: float) -> Any:
+    """``sum_k m_k N(unit k, sigma^2)`` against ``N(0, sigma^2)``: a pair of datasets realises it."""
+    shifts = unit * np.arange(len(masses), dtype=np.float64)
+    return _core.pld.mixture_gaussian_step(sigma, shifts, np.asarray(masses), 1.0, direction, d, _LOG_TAIL, _MAX_CELLS)
+
+
+_PAIR_CELLS = 8192  # cells of the line for the lower bound of a pair of Gaussian mixtures
+
+
+def _log_cell_masses(edges: NDArray[np.float64], mean: float, sigma: float) -> tuple[Any, Any]:
+    """log N(mean, sigma^2)-masses of the cells (-inf, e_0], (e_0, e_1], ..., (e_last, inf), and a relative error bound."""
+    from scipy.special import log_ndtr
+
+    z = (edges - mean) / sigma
+    log_cdf, log_sf = log_ndtr(z), log_ndtr(-z)
+    out = np.empty(edges.size + 1)
+    err = np.full(edges.size + 1, 8.0 * _UNIT * (1.0 + 40.0))
+    out[0], out[-1] = log_cdf[0], log_sf[-1]
+    left = (z[:-1] + z[1:]) < 0.0  # each interior cell by the smaller tail: no cancellation of large terms
+    big = np.where(left, log_cdf[1:], log_sf[:-1])
+    small = np.where(left, log_cdf[:-1], log_sf[1:])
+    ratio = np.exp(np.minimum(small - big, 0.0))
+    with np.errstate(divide="ignore"):
+        out[1:-1] = big + np.log1p(-ratio)
+    # Each log tail is within 8 u (1 + |value|); the difference amplifies it by (1 + r) / (1 - r).
+    spread = 8.0 * _UNIT * (2.0 + np.abs(big) + np.abs(small))
+    err[1:-1] = spread * (1.0 + ratio) / np.maximum(1.0 - ratio, 1e-300)
+    return out, err
+
+
+def _mixture_pair_step(sigma: float, means_p: tuple[float, ...], weights_p: tuple[float, ...],
+                       means_q: tuple[float, ...], weights_q: tuple[float, ...], direction: str, d: float) -> Any:
+    """Lower-bound step of ``(sum w_i N(m_i), sum w'_i N(m'_i))`` (swapped for "add") from cells of the line.
+
+    Labelling the output by its cell's rounded loss is post-processing, so the label
+    bound of :func:`dpacct._core.pld.cells_step` holds for any cells; P-masses are rounded
+    down and Q-masses up by bounds on their rounding errors. No upper half.
+    """
+    means = np.concatenate((means_p, means_q))
+    edges = np.linspace(float(means.min()) - 14.0 * sigma, float(means.max()) + 14.0 * sigma, _PAIR_CELLS - 1)
+
+    def mixture(ms: tuple[float, ...], ws: tuple[float, ...]) -> tuple[Any, Any]:
+        total, err = np.full(edges.size + 1, -np.inf), np.zeros(edges.size + 1)
+        for m, w in zip(ms, ws):
+            if w > 0.0:
+                logs, e = _log_cell_masses(edges, m, sigma)
+                total = np.logaddexp(total, math.log(w) + logs)
+                err = np.maximum(err, e)
+        return total, err + 8.0 * _UNIT * len(ms)
+
+    log_p, err_p = mixture(means_p, weights_p)
+    log_q, err_q = mixture(means_q, weights_q)
+    if direction == "add":
+        log_p, err_p, log_q, err_q = log_q, err_q, log_p, err_p
+    log_p, log_q = log_p + np.log1p(-np.minimum(err_p, 0.5)), log_q + np.log1p(err_q)
+    return _core.pld.cells_step(log_p, log_q, None, d, _MAX_CELLS)
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_step(spec: _Spec, direction: str, discretization: float) -> Any:
+    """A step built once for the several composite steps (labelled, symmetrised) that contain it."""
+    return _build_step(spec, direction, discretization)
 
 
 def _build_step(spec: _Spec, direction: str, discretization: float) -> Any:
@@ -135,6 +253,30 @@ def _build_step(spec: _Spec, direction: str, discretization: float) -> Any:
         return _core.pld.mixture_gaussian_step(
             sigma, np.asarray(sens), np.asarray(probs), q, direction, d, _LOG_TAIL, _MAX_CELLS
         )
+    if spec.kind == "labelled":
+        # The hit count L revealed: a mixture of Poisson-subsampled Gaussian steps with sensitivity
+        # 2L (upper half); the realised pair sum_L P(L) N(2L) against N(0) (lower half).
+        sigma, hits, weights, tail, masses, unit = spec.parameters
+        steps = [_cached_step(_Spec("gaussian", (sigma / (unit * h),), q, False), direction, d) for h in hits]
+        lower = _realised_mixture(sigma, masses, unit, direction, d)
+        return _core.fdp.mix_steps(steps, list(weights), tail, 0, 0.0, 0.0, [lower], [1.0])
+    if spec.kind == "labelled_realised":
+        sigma, masses, unit = spec.parameters
+        return _realised_mixture(sigma, masses, unit, direction, d)
+    if spec.kind == "mixture_pair":
+        sigma, means_p, weights_p, means_q, weights_q = spec.parameters
+        return _mixture_pair_step(sigma, means_p, weights_p, means_q, weights_q, direction, d)
+    if spec.kind == "symmetrised":
+        # Upper half: the symmetrised pair of `inner`; lower half: `inner` itself in this direction
+        # (replace-one realises both orders), or one realised zero-out pair per direction slot.
+        inner, realised = spec.parameters
+        remove, add = _cached_step(inner, "remove", d), _cached_step(inner, "add", d)
+        if realised is None:
+            lower = remove if direction == "remove" else add
+        else:
+            lower_spec, lower_direction = realised[_DIRECTIONS.index(direction)]
+            lower = _cached_step(lower_spec, lower_direction, d)
+        return _core.pld.symmetrised_step(remove, add, lower)
     log_p, log_q = spec.parameters
     return _core.pld.finite_step(np.asarray(log_p), np.asarray(log_q), q, direction, d, _MAX_CELLS)
 
@@ -293,13 +435,21 @@ class PLDAccountant(Accountant):
         parts = []
         for spec, count in groups:
             step = self._coarse(spec, direction)
-            loss = (step.upper_low + np.arange(step.log_upper.size)) * step.discretization
-            parts.append((float(count), step.log_upper, loss))
+            log_mass = np.asarray(step.log_upper)
+            loss = (step.upper_low + np.arange(log_mass.size)) * step.discretization
+            keep = np.isfinite(log_mass)  # empty cells add nothing
+            parts.append((float(count), log_mass[keep], loss[keep]))
 
         def cumulant(slope: float) -> float:
             total = 0.0
             for count, log_mass, loss in parts:
-                total += count * float(np.logaddexp.reduce(log_mass + slope * loss))
+                if log_mass.size == 0:
+                    return -math.inf
+                v = log_mass + slope * loss
+                top = float(v.max())
+                if not math.isfinite(top):
+                    return top
+                total += count * (top + math.log(float(np.exp(v - top).sum())))
             return total
 
         return cumulant
@@ -314,6 +464,28 @@ class PLDAccountant(Accountant):
         cumulant = self._cumulant(groups, direction)
         guide = _minimise(lambda s: cumulant(s) - s * epsilon)
         return _Guide(math.exp(min(guide.value, 0.0)), guide.slope)
+
+    def _chernoff_upper(self, groups: list[tuple[_Spec, int]], direction: str, epsilon: float) -> float:
+        """A certified upper bound on delta(epsilon) from the coarse steps.
+
+        (1 - e^{eps - L})_+ <= e^{lambda (L - eps)} for lambda >= 0 on the finite part, and the
+        +inf mass is at most sum_t p_inf. The coarse steps are pessimistic stand-ins (mean-
+        preserving spreads of e^{-L}, which raise E[e^{lambda L}] = E[(e^{-L})^{-lambda}] by
+        Jensen, and upward moves), up to ``loss_slack`` per step, taken off epsilon. The
+        margin 1e-9 covers the rounding of the log-sum-exps.
+        """
+        guide = self._guide_delta(groups, direction, epsilon)
+        slope = guide.slope
+        if not (slope > 0.0 and math.isfinite(slope)):
+            return 1.0
+        steps = [(self._coarse(spec, direction), count) for spec, count in groups]
+        shifted = epsilon - sum(count * step.loss_slack for step, count in steps)
+        with np.errstate(over="ignore"):
+            log_chernoff = self._cumulant(groups, direction)(slope) - slope * shifted
+        infinite = float(sum(count * step.infinity_upper for step, count in steps))
+        if not math.isfinite(log_chernoff):
+            return 1.0
+        return min(1.0, infinite * (1.0 + 1e-9) + math.exp(min(log_chernoff + 1e-9, 0.0)))
 
     @staticmethod
     def _tilt(slope: float, delta_scale: float) -> float:
@@ -448,6 +620,12 @@ class PLDAccountant(Accountant):
         self, groups: list[tuple[_Spec, int]], direction: str, epsilon: float, irrelevant_below: float = 0.0
     ) -> tuple[float, float]:
         """Bounds for one direction; refinement stops once the upper bound is <= ``irrelevant_below``."""
+        if irrelevant_below > 0.0:
+            # A direction whose certified Chernoff bound lies far below the other direction's
+            # lower bound cannot change the maximum: skip its (possibly huge, tilted) grid.
+            bound = self._chernoff_upper(groups, direction, epsilon)
+            if bound <= 0.5 * irrelevant_below:
+                return 0.0, bound
         guide = self._guide_delta(groups, direction, epsilon)
         tilt = self._tilt(guide.slope, guide.value)
         # log delta has slope ~ -(lambda + 1) in epsilon: a relative delta error r is an epsilon error r / (lambda + 1).

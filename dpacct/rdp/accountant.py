@@ -13,7 +13,12 @@ from scipy import optimize
 from dpacct import _check, _core
 from dpacct._shape import unwrap
 from dpacct.accountant import Accountant, NoiseGuide
-from dpacct.mechanisms import GaussianMechanism, Mechanism, PoissonSampledGaussianMechanism
+from dpacct.mechanisms import (
+    FixedSizeSampledGaussianMechanism,
+    GaussianMechanism,
+    Mechanism,
+    PoissonSampledGaussianMechanism,
+)
 from dpacct.rdp.curves import (
     CONVERSIONS,
     DEFAULT_ORDERS,
@@ -110,7 +115,9 @@ class RDPAccountant(Accountant):
         return self._conversion
 
     def supports(self, mechanism: Mechanism) -> bool:
-        """Gaussian and Poisson-subsampled Gaussian mechanisms are supported."""
+        """Gaussian, Poisson-subsampled Gaussian and fixed-size (without replacement) Gaussian mechanisms."""
+        if isinstance(mechanism, FixedSizeSampledGaussianMechanism):
+            return not mechanism.replacement
         return isinstance(mechanism, (GaussianMechanism, PoissonSampledGaussianMechanism))
 
     def _compose(self, mechanism: Mechanism, count: int) -> None:

@@ -14,7 +14,12 @@ from numpy.typing import ArrayLike, NDArray
 
 from dpacct import _check, _core
 from dpacct._shape import unwrap
-from dpacct.mechanisms import GaussianMechanism, Mechanism, PoissonSampledGaussianMechanism
+from dpacct.mechanisms import (
+    FixedSizeSampledGaussianMechanism,
+    GaussianMechanism,
+    Mechanism,
+    PoissonSampledGaussianMechanism,
+)
 
 __all__ = [
     "CONVERSIONS",
@@ -202,6 +207,10 @@ def mechanism_rdp(mechanism: Mechanism, orders: NDArray[np.float64]) -> NDArray[
         return _step_rdp(mechanism.effective_noise_multiplier, 1.0, key)
     if isinstance(mechanism, PoissonSampledGaussianMechanism):
         return _step_rdp(mechanism.noise_multiplier, mechanism.sampling_probability, key)
+    if isinstance(mechanism, FixedSizeSampledGaussianMechanism) and not mechanism.replacement:
+        # The dominating pairs are the Poisson-subsampled Gaussian pairs at sigma/2, rate b/n
+        # (dpacct.samplers.fixed_size); the bound covers both orders, so replace-one too.
+        return _step_rdp(mechanism.noise_multiplier / 2.0, mechanism.hit_probability, key)
     msg = f"no RDP is known for {mechanism!r}"
     raise TypeError(msg)
 

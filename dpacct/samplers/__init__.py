@@ -1,4 +1,4 @@
-r"""Batch samplers compared honestly: deterministic, Poisson and shuffled batches (ABLQ).
+r"""Batch samplers compared honestly: deterministic, Poisson, shuffled, fixed-size and truncated Poisson batches.
 
 Adaptive batch linear queries (ABLQ) are the mechanism behind DP-SGD. With ``n = b T``
 records, one epoch is ``T`` batches, the noise multiplier is ``sigma`` and neighbouring
@@ -18,14 +18,22 @@ guarantee (Chua et al., ICML 2024):
   often far above the Poisson number. A shuffled run therefore has the honest interval
   ``[shuffle lower bound, deterministic upper bound]`` (:func:`shuffle_interval`) and
   never the Poisson number.
-
+* **fixed-size**: every step an independent batch of exactly ``b`` records, without or
+  with replacement. A neighbour swaps one gradient of the sum: the Poisson pair at
+  ``sigma/2`` (tight under add/remove; :mod:`dpacct.samplers.fixed_size`,
+  :func:`fixed_size_bounds`).
+* **truncated Poisson**: Poisson batches cut to at most ``B`` records (a uniformly
+  random ``B``-subset of a larger draw); certified ``(lower, upper)`` PLD bounds
+  from a dominating mixture (:mod:`dpacct.samplers.truncated_poisson`,
+  :func:`delta_truncated_poisson_bounds`, :func:`epsilon_truncated_poisson_bounds`).
 * **balls-in-bins** (each record in one uniformly random step of each epoch) and
   **random allocation** of ``k`` of the ``t`` steps (:mod:`dpacct.samplers.allocation`):
   a certified upper bound (deterministic batches dominate), a certified lower bound (the
   per-epoch maximum) and an opt-in Monte-Carlo estimate (Chua et al., AISTATS 2025;
   Feldman and Shenfeld 2025).
 
-:func:`compare_samplers` puts all of these side by side.
+:func:`compare_run` puts all of these side by side for a user's run (:func:`compare_samplers`
+the first three in Chua et al.'s parametrisation).
 
 References
 ----------
@@ -68,6 +76,7 @@ from dpacct.samplers.conjectured import (
     delta_shuffle_conjectured_mc,
     epsilon_shuffle_conjectured_mc,
 )
+from dpacct.samplers.fixed_size import FixedSizeBounds, fixed_size_bounds, fixed_size_rows
 from dpacct.samplers.run_comparison import RunComparison, compare_run
 from dpacct.samplers.shuffle import (
     delta_shuffle_lower,
@@ -77,6 +86,14 @@ from dpacct.samplers.shuffle import (
     shuffle_interval,
 )
 from dpacct.samplers.shuffle_fresh import delta_shuffle_lower_fresh, epsilon_shuffle_lower_fresh
+from dpacct.samplers.truncated_poisson import (
+    TruncatedPoissonBounds,
+    TruncatedPoissonPair,
+    delta_truncated_poisson_bounds,
+    epsilon_truncated_poisson_bounds,
+    truncated_poisson_pair,
+    truncated_poisson_rows,
+)
 
 __all__ = [
     "AllocationEpsilonEstimate",
@@ -84,12 +101,15 @@ __all__ = [
     "Bound",
     "ConjecturedEpsilon",
     "ConjecturedEstimate",
+    "FixedSizeBounds",
     "PERMUTATIONS",
     "PoissonBounds",
     "RunComparison",
     "SamplerComparison",
     "SamplerSweep",
     "ShuffleInterval",
+    "TruncatedPoissonBounds",
+    "TruncatedPoissonPair",
     "allocation_rows",
     "compare_run",
     "compare_samplers",
@@ -102,6 +122,7 @@ __all__ = [
     "delta_shuffle_lower",
     "delta_shuffle_lower_fresh",
     "delta_shuffle_upper",
+    "delta_truncated_poisson_bounds",
     "epsilon_allocation_estimate",
     "epsilon_allocation_lower",
     "epsilon_allocation_upper",
@@ -111,7 +132,12 @@ __all__ = [
     "epsilon_shuffle_lower",
     "epsilon_shuffle_lower_fresh",
     "epsilon_shuffle_upper",
+    "epsilon_truncated_poisson_bounds",
+    "fixed_size_bounds",
+    "fixed_size_rows",
     "plot_samplers",
     "shuffle_interval",
     "sweep_samplers",
+    "truncated_poisson_pair",
+    "truncated_poisson_rows",
 ]

@@ -161,7 +161,8 @@ class SamplerSweep:
     ``quantity`` is what the columns hold (epsilons or deltas). Columns: ``deterministic``
     (exact), ``poisson_lower``/``poisson_upper`` (PLD), ``poisson_rdp`` (RDP upper),
     ``shuffle_lower`` (lower bound), ``shuffle_upper`` (certified upper bound).
-    ``seconds`` is the wall time of the sweep.
+    ``seconds`` is the wall time of the sweep. ``extra`` holds further samplers' series
+    as ``(label, kind, values)`` (e.g. fixed-size batches in ``dpacct compare --plot``).
     """
 
     x_name: str
@@ -177,6 +178,7 @@ class SamplerSweep:
     shuffle_lower: NDArray[np.float64]
     shuffle_upper: NDArray[np.float64]
     seconds: float
+    extra: tuple[tuple[str, str, NDArray[np.float64]], ...] = ()
 
 
 def sweep_samplers(
@@ -276,6 +278,10 @@ def plot_samplers(sweep: SamplerSweep, path: str) -> None:
     ax.plot(x, sweep.poisson_upper, color="tab:blue", marker="s", ms=3, label="Poisson, PLD upper bound")
     ax.plot(x, sweep.poisson_lower, color="tab:blue", ls=":", label="Poisson, PLD lower bound")
     ax.plot(x, sweep.poisson_rdp, color="tab:cyan", ls="-.", label="Poisson, RDP upper bound")
+    colours = ("tab:green", "tab:purple", "tab:orange", "tab:brown", "tab:olive", "tab:pink")
+    for i, (label, kind, values) in enumerate(sweep.extra):
+        ax.plot(x, values, color=colours[(i // 2) % len(colours)], ls="-" if kind == "upper bound" else ":",
+                marker="^" if kind == "upper bound" else None, ms=3, label=label)
     epochs = f", E = {sweep.epochs}" if sweep.epochs > 1 else ""
     if sweep.x_name == "noise_multiplier":
         ax.set_xlabel("noise multiplier sigma")

@@ -9,7 +9,12 @@ zero-out adjacency (Chua et al., ICML 2024, arXiv:2403.17673):
   bounds and an RDP upper bound;
 * shuffled batches: the shuffle lower bound over the run's complete epochs
   (:func:`dpacct.api.shuffle_lower_bound`) and the deterministic curve as certified
-  upper bound.
+  upper bound;
+* fixed-size batches (exactly ``b`` records a step, without and, for a run given in
+  epochs, with replacement; :mod:`dpacct.samplers.fixed_size`): certified lower and
+  upper bounds. A zeroed record still takes a slot in the batch, so the sum moves by up
+  to ``2C``: fixed-size batches are never more private than Poisson batches of the same
+  rate, and can be far less.
 
 The same counts are used by ``dpacct epsilon``/``delta --sampler ...``: a run means the
 same thing in every subcommand. Every number is a :class:`dpacct.results.Value`.
@@ -62,6 +67,15 @@ class RunComparison:
         msg = f"no row for sampler {sampler!r} of kind {kind!r}"
         raise KeyError(msg)
 
+    def best(self) -> tuple[str, Value]:
+        """The sampler with the smallest certified upper bound (an exact value counts as one), and that bound.
+
+        Certified numbers only: a sampler's lower bound or an estimate never wins.
+        """
+        certified = [(float(v), name, v) for name, v in self.rows if v.kind in ("exact", "upper bound")]
+        _, name, value = min(certified, key=lambda item: item[0])
+        return name, value
+
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: the run, the fixed value and one :func:`~dpacct.results.to_json` object per row."""
         fixed = "delta" if self.quantity == "epsilon" else "epsilon"
@@ -74,6 +88,7 @@ class RunComparison:
             "steps_by_sampler": {s: self.run.steps(s) for s in ("poisson", "shuffle")},
             "participations": self.run.participations("deterministic"),
             "rows": [{"sampler": sampler, **to_json(v)} for sampler, v in self.rows],
+            "best_certified": {"sampler": self.best()[0], **to_json(self.best()[1])},
         }
 
 
@@ -108,7 +123,9 @@ def compare_run(
     -------
     RunComparison
         Rows: deterministic (exact), Poisson (PLD lower and upper bound, RDP upper bound),
-        shuffle (lower bound, certified upper bound).
+        shuffle (lower bound, certified upper bound), fixed-size batches without replacement
+        (lower and upper bounds; :mod:`dpacct.samplers.fixed_size`) and, for a run given in
+        epochs, with replacement.
 
     Examples
     --------
@@ -172,6 +189,11 @@ def compare_run(
     def v(value: float, kind: str, method: str) -> Value:
         return Value(value=value, quantity=quantity, kind=kind, method=method)  # type: ignore[arg-type]
 
+    extra: list[tuple[str, Value]] = []
+    if q > 0.0 and t > 0:
+        extra.extend(_fixed_size(run, sigma, quantity, at, replacement=False))
+        if run.by_epochs:
+            extra.extend(_fixed_size(run, sigma, quantity, at, replacement=True))
     rows = (
         ("deterministic", v(exact, "exact", det_method)),
         ("poisson", v(lower, "lower bound", f"PLD, {p_method}")),
@@ -179,5 +201,17 @@ def compare_run(
         ("poisson", v(rdp_value, "upper bound", f"RDP, {p_method}")),
         ("shuffle", v(shuffle_lower, "lower bound", s_method)),
         ("shuffle", v(exact, "upper bound", f"deterministic batches dominate shuffling: {det_method}")),
+        *extra,
     )
     return RunComparison(run=run, noise_multiplier=sigma, quantity=quantity, at=at, rows=rows)
+
+
+def _fixed_size(run: Run, sigma: float, quantity: str, at: float, *, replacement: bool) -> list[tuple[str, Value]]:
+    """Fixed-size batches at the run's batch fraction, as many steps as Poisson sampling (zero-out)."""
+    from dpacct.samplers.fixed_size import fixed_size_rows
+
+    b, n = run.fixed_size_counts(replacement)
+    sampler = "fixed_size_replacement" if replacement else "fixed_size"
+    return list(fixed_size_rows(noise_multiplier=sigma, batch_size=b, dataset_size=n, steps=run.steps(sampler),
+                                quantity=quantity,  # type: ignore[arg-type]
+                                at=at, replacement=replacement, neighboring_relation="zero_out"))

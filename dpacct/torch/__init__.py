@@ -5,7 +5,7 @@ Importing it with opacus installed registers the opacus accountants ``"dpacct-pl
 ``"dpacct-rdp"`` (:mod:`dpacct.torch.opacus_accountants`).
 
 * :mod:`~dpacct.torch.samplers`: :class:`PoissonBatchSampler`, :class:`ShuffleBatchSampler`,
-  :class:`DeterministicBatchSampler`, :func:`identify` (refuses samplers it cannot analyse).
+  :class:`DeterministicBatchSampler`, :class:`FixedSizeBatchSampler`, :func:`identify` (refuses samplers it cannot analyse).
 * :mod:`~dpacct.torch.accountant`: :class:`PrivacyAccountant`, attached to any
   ``torch.optim.Optimizer``; budget enforced before the step that would exceed it.
 * :mod:`~dpacct.torch.budget`: :func:`plan_epochs` for noise schedules.
@@ -25,6 +25,7 @@ from dpacct.torch.budget import EpochPlan, plan_epochs
 from dpacct.torch.dpsgd import dp_sgd_jl_step, dp_sgd_step, jl_norm_estimates, per_sample_gradients
 from dpacct.torch.samplers import (
     DeterministicBatchSampler,
+    FixedSizeBatchSampler,
     PoissonBatchSampler,
     SamplingInfo,
     ShuffleBatchSampler,
@@ -51,6 +52,7 @@ __all__ = [
     "BudgetExhaustedError",
     "DeterministicBatchSampler",
     "EpochPlan",
+    "FixedSizeBatchSampler",
     "PoissonBatchSampler",
     "PrivacyAccountant",
     "SamplingInfo",

@@ -34,7 +34,13 @@ from scipy import stats
 from dpacct import _check
 from dpacct.accountant import Accountant, available_accountants, make_accountant
 from dpacct.results import Interval
-from dpacct.mechanisms import GaussianMechanism, Mechanism, MixtureOfGaussiansMechanism, PoissonSampledGaussianMechanism
+from dpacct.mechanisms import (
+    FixedSizeSampledGaussianMechanism,
+    GaussianMechanism,
+    Mechanism,
+    MixtureOfGaussiansMechanism,
+    PoissonSampledGaussianMechanism,
+)
 from dpacct.schedules import Schedule
 from dpacct.torch.samplers import SamplingInfo, identify
 
@@ -94,12 +100,30 @@ def _append(runs: list[tuple[Any, int]], mechanism: Any, count: int) -> None:
         runs.append((mechanism, count))
 
 
+def _fixed_size_rule(acct: PrivacyAccountant) -> list[tuple[Any, int]]:
+    """Per step: one fixed-size batch of the Gaussian mechanism (add/remove), grouped by sigma."""
+    info = acct.sampling
+    runs: list[tuple[Any, int]] = []
+    for sigma, group in itertools.groupby(acct._steps, key=lambda s: s[0]):
+        count = sum(s[3] for s in group)
+        mechanism = FixedSizeSampledGaussianMechanism(noise_multiplier=sigma, batch_size=round(info.batch_size),
+                                                      dataset_size=info.dataset_size,
+                                                      replacement=info.sampler == "fixed_size_replacement")
+        _append(runs, mechanism, count)
+    return runs
+
+
 #: How each sampler's steps become mechanisms (the seam for new samplers: add a rule).
 SAMPLER_RULES: dict[str, Callable[[PrivacyAccountant], list[tuple[Any, int]]]] = {
     "poisson": _poisson_rule,
     "shuffle": _epoch_rule,
     "deterministic": _epoch_rule,
+    "fixed_size": _fixed_size_rule,
+    "fixed_size_replacement": _fixed_size_rule,
 }
+
+#: Samplers whose steps are drawn independently (no epoch clock needed).
+_INDEPENDENT = ("poisson", "fixed_size", "fixed_size_replacement")
 
 
 class PrivacyAccountant:
@@ -168,7 +192,7 @@ class PrivacyAccountant:
         if self.sampling.sampler not in SAMPLER_RULES:
             msg = f"no accounting rule for sampler {self.sampling.sampler!r}; add one to dpacct.torch.SAMPLER_RULES"
             raise ValueError(msg)
-        if self.sampling.sampler != "poisson" and self._clock is None:
+        if self.sampling.sampler not in _INDEPENDENT and self._clock is None:
             msg = (f"{self.sampling.source} draws fixed-size batches, which are accounted per epoch, and has no "
                    "epoch clock; use dpacct.torch.with_epoch_clock(loader) or a dpacct batch sampler")
             raise ValueError(msg)
@@ -191,6 +215,13 @@ class PrivacyAccountant:
             accountant = "fdp"
         elif accountant not in available_accountants():
             _check.one_of("accountant", accountant, available_accountants())
+        if k > 1 and self.sampling.sampler in ("fixed_size", "fixed_size_replacement"):
+            msg = (f"accumulation_steps={k} with fixed-size batches (a record may be in several of the summed "
+                   "batches) is not accounted; use accumulation_steps=1 or Poisson sampling")
+            raise ValueError(msg)
+        if self.sampling.sampler == "fixed_size_replacement" and accountant != "pld":
+            msg = f"fixed-size batches with replacement are accounted only by accountant='pld', got {accountant!r}"
+            raise ValueError(msg)
         if k > 1 and self.sampling.sampler == "poisson" and accountant != "pld":
             msg = (f"accumulation_steps={k} with Poisson sampling is a mixture-of-Gaussians mechanism, "
                    f"which only accountant='pld' accounts; got accountant={accountant!r}")
@@ -236,7 +267,7 @@ class PrivacyAccountant:
     # -- steps ------------------------------------------------------------------------------
 
     def _record(self, sigma: float) -> tuple[float, int, int]:
-        if self.sampling.sampler == "poisson":  # epochs play no part in the Poisson analysis: one run per sigma
+        if self.sampling.sampler in _INDEPENDENT:  # epochs play no part: one run per sigma
             return sigma, 0, 1
         epoch = self.epoch
         span = 1
@@ -406,7 +437,7 @@ class PrivacyAccountant:
         spans = {int(s[2]) for s in self._steps}
         if not self._steps:
             method = "no steps"
-        elif kind == "poisson" and self.accountant == "pld":
+        elif kind in _INDEPENDENT and self.accountant == "pld":
             acct = PLDAccountant(**self.accountant_options)
             for mechanism, count in self._runs():
                 acct.compose(mechanism, count=count)  # type: ignore[arg-type]

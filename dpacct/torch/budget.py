@@ -19,7 +19,7 @@ import numpy as np
 
 from dpacct import _check
 from dpacct.accountant import available_accountants, make_accountant
-from dpacct.mechanisms import GaussianMechanism, PoissonSampledGaussianMechanism
+from dpacct.mechanisms import FixedSizeSampledGaussianMechanism, GaussianMechanism, PoissonSampledGaussianMechanism
 from dpacct.schedules import Schedule
 from dpacct.torch.samplers import SamplingInfo, identify
 
@@ -66,6 +66,11 @@ def _epoch_runs(sigmas: list[float], info: SamplingInfo) -> list[tuple[Any, int]
         if info.sampler == "poisson":
             mechanism = PoissonSampledGaussianMechanism(noise_multiplier=sigma,
                                                         sampling_probability=info.sampling_probability)
+            count = info.batches_per_epoch
+        elif info.sampler in ("fixed_size", "fixed_size_replacement"):
+            mechanism = FixedSizeSampledGaussianMechanism(noise_multiplier=sigma, batch_size=round(info.batch_size),
+                                                          dataset_size=info.dataset_size,
+                                                          replacement=info.sampler == "fixed_size_replacement")
             count = info.batches_per_epoch
         else:
             mechanism, count = GaussianMechanism(noise_multiplier=sigma, neighboring_relation="zero_out"), 1

@@ -12,6 +12,9 @@ as ``DataLoader(dataset, batch_sampler=...)``) and carries a :class:`SamplingInf
   the certified upper bound is that of deterministic batches (zero-out adjacency), never
   the Poisson number.
 * :class:`DeterministicBatchSampler`: the same cut of a fixed order: exact.
+* :class:`FixedSizeBatchSampler`: every step an independent batch of exactly ``b``
+  records, drawn without (or with) replacement: certified PLD bounds through the Poisson
+  pair at half the noise multiplier (add/remove adjacency; :mod:`dpacct.samplers.fixed_size`).
 
 Each sampler counts the epochs it has started (``epoch``), which is the clock the
 accountant uses for the per-epoch analyses. :func:`identify` recognises these samplers,
@@ -21,7 +24,7 @@ sampling with replacement, custom samplers) is refused with an error that names 
 sampler and what to use instead: an accountant that guesses the sampler gives a silent,
 wrong epsilon.
 
-Adding a sampler (the seam for fixed-size and balls-in-bins batches): give its batch
+Adding a sampler (the seam for balls-in-bins batches): give its batch
 sampler a ``sampling_info`` property returning a :class:`SamplingInfo` with a new
 ``sampler`` name and an ``epoch`` attribute, and teach the ledger the per-step mechanism
 of that name (:data:`dpacct.torch.accountant.SAMPLER_RULES`); :func:`register_sampler`
@@ -42,6 +45,7 @@ from dpacct import _check
 
 __all__ = [
     "DeterministicBatchSampler",
+    "FixedSizeBatchSampler",
     "PoissonBatchSampler",
     "SamplingInfo",
     "ShuffleBatchSampler",
@@ -52,7 +56,7 @@ __all__ = [
     "with_epoch_clock",
 ]
 
-SamplerKind = Literal["poisson", "shuffle", "deterministic"]
+SamplerKind = Literal["poisson", "shuffle", "deterministic", "fixed_size", "fixed_size_replacement"]
 
 
 class UnidentifiedSamplerError(TypeError):
@@ -65,7 +69,7 @@ class SamplingInfo:
 
     Attributes
     ----------
-    sampler : {"poisson", "shuffle", "deterministic"}
+    sampler : {"poisson", "shuffle", "deterministic", "fixed_size", "fixed_size_replacement"}
         Which analysis applies.
     sampling_probability : float
         The true sample rate: the Poisson inclusion probability, or batch size over
@@ -78,8 +82,8 @@ class SamplingInfo:
     batches_per_epoch : int
         Batches one pass over the sampler yields.
     max_participations_per_epoch : int or None
-        Most batches of one epoch a record can be in: 1 for fixed-size batches, ``None``
-        (unbounded, each with probability ``q``) for Poisson.
+        Most batches of one epoch a record can be in: 1 for shuffled and deterministic
+        batches, ``None`` (unbounded) for Poisson and independent fixed-size batches.
     neighboring_relation : {"add_remove", "zero_out"}
         The adjacency the analysis uses.
     source : str
@@ -182,6 +186,82 @@ class PoissonBatchSampler(Sampler[list[int]], _EpochClock):
         for _ in range(self.steps_per_epoch):
             mask = torch.rand(self.dataset_size, generator=self.generator) < self.sampling_probability
             yield mask.nonzero().flatten().tolist()
+
+
+class FixedSizeBatchSampler(Sampler[list[int]], _EpochClock):
+    """Independent fixed-size batches: every step ``batch_size`` records drawn uniformly at random.
+
+    Without replacement (default) each batch is a uniformly random subset; with
+    ``replacement=True`` the records are drawn independently and may repeat. Every batch
+    has exactly ``batch_size`` records, so a neighbour swaps one gradient of the sum: the
+    accountant uses the Poisson pair at half the noise multiplier (rate ``b/n``), which is
+    tight under add/remove adjacency (:mod:`dpacct.samplers.fixed_size`). Prefer
+    :class:`PoissonBatchSampler` where variable batch sizes are acceptable: at the same rate
+    it is never less private, and usually far more.
+
+    Parameters
+    ----------
+    dataset_size : int
+        ``n >= 1``.
+    batch_size : int
+        ``b`` in ``[1, n]``.
+    steps_per_epoch : int, optional
+        Batches per pass, ``>= 1``; default ``ceil(n / b)``.
+    replacement : bool
+        Draw with replacement.
+    generator : torch.Generator, optional
+        Source of randomness.
+
+    Examples
+    --------
+    >>> s = FixedSizeBatchSampler(dataset_size=10, batch_size=4, generator=torch.Generator().manual_seed(0))
+    >>> [len(b) for b in s], s.sampling_info.sampler
+    ([4, 4, 4], 'fixed_size')
+    """
+
+    def __init__(
+        self,
+        *,
+        dataset_size: int,
+        batch_size: int,
+        steps_per_epoch: int | None = None,
+        replacement: bool = False,
+        generator: torch.Generator | None = None,
+    ) -> None:
+        self.dataset_size = _size("dataset_size", dataset_size, 1)
+        self.batch_size = _size("batch_size", batch_size, 1)
+        if self.batch_size > self.dataset_size:
+            msg = f"batch_size must be an integer in [1, dataset_size = {self.dataset_size}], got {self.batch_size}"
+            raise ValueError(msg)
+        if not isinstance(replacement, bool):
+            msg = f"replacement must be True or False, got {replacement!r}"
+            raise ValueError(msg)
+        self.replacement = replacement
+        default = math.ceil(self.dataset_size / self.batch_size)
+        self.steps_per_epoch = default if steps_per_epoch is None else _size("steps_per_epoch", steps_per_epoch, 1)
+        self.generator = generator
+        self.epoch = 0
+
+    @property
+    def sampling_info(self) -> SamplingInfo:
+        """Fixed-size batches drawn independently every step, add/remove adjacency."""
+        return SamplingInfo(sampler="fixed_size_replacement" if self.replacement else "fixed_size",
+                            sampling_probability=self.batch_size / self.dataset_size,
+                            dataset_size=self.dataset_size, batch_size=float(self.batch_size),
+                            batches_per_epoch=self.steps_per_epoch, max_participations_per_epoch=None,
+                            neighboring_relation="add_remove", source=type(self).__name__)
+
+    def __len__(self) -> int:
+        return self.steps_per_epoch
+
+    def __iter__(self) -> Iterator[list[int]]:
+        self._start_epoch()
+        for _ in range(self.steps_per_epoch):
+            if self.replacement:
+                batch: list[int] = torch.randint(self.dataset_size, (self.batch_size,), generator=self.generator).tolist()
+            else:
+                batch = torch.randperm(self.dataset_size, generator=self.generator)[: self.batch_size].tolist()
+            yield batch
 
 
 class _FixedSizeBatchSampler(Sampler[list[int]], _EpochClock):
@@ -389,9 +469,9 @@ def with_epoch_clock(loader: DataLoader[Any]) -> DataLoader[Any]:
     info = identify(loader)
     if isinstance(getattr(loader.batch_sampler, "sampling_info", None), SamplingInfo):
         return loader
-    if info.sampler == "poisson":
-        msg = (f"{info.source} is a Poisson sampler without an epoch clock; rebuild the loader with "
-               "batch_sampler=dpacct.torch.PoissonBatchSampler(...)")
+    if info.sampler not in ("shuffle", "deterministic"):
+        msg = (f"{info.source} is a {info.sampler} sampler without an epoch clock; rebuild the loader with "
+               "batch_sampler=dpacct.torch.PoissonBatchSampler(...) or FixedSizeBatchSampler(...)")
         raise UnidentifiedSamplerError(msg)
     assert isinstance(loader.batch_sampler, BatchSampler)  # identify accepted only this for fixed-size batches
     batch_size, drop_last = int(loader.batch_sampler.batch_size), bool(loader.batch_sampler.drop_last)
