@@ -26,6 +26,11 @@ guarantee (Chua et al., ICML 2024):
   random ``B``-subset of a larger draw); certified ``(lower, upper)`` PLD bounds
   from a dominating mixture (:mod:`dpacct.samplers.truncated_poisson`,
   :func:`delta_truncated_poisson_bounds`, :func:`epsilon_truncated_poisson_bounds`).
+* **balls-in-bins** (each record in one uniformly random step of each epoch) and
+  **random allocation** of ``k`` of the ``t`` steps (:mod:`dpacct.samplers.allocation`):
+  a certified upper bound (deterministic batches dominate), a certified lower bound (the
+  per-epoch maximum) and an opt-in Monte-Carlo estimate (Chua et al., AISTATS 2025;
+  Feldman and Shenfeld 2025).
 
 :func:`compare_run` puts all of these side by side for a user's run (:func:`compare_samplers`
 the first three in Chua et al.'s parametrisation).
@@ -37,6 +42,17 @@ References
    (the shuffle lower bound) and Figures 1 and 3.
 """
 
+from dpacct.samplers.allocation import (
+    AllocationEpsilonEstimate,
+    AllocationEstimate,
+    allocation_rows,
+    delta_allocation_estimate,
+    delta_allocation_lower,
+    delta_allocation_upper,
+    epsilon_allocation_estimate,
+    epsilon_allocation_lower,
+    epsilon_allocation_upper,
+)
 from dpacct.samplers.bounds import (
     PERMUTATIONS,
     Bound,
@@ -80,6 +96,8 @@ from dpacct.samplers.truncated_poisson import (
 )
 
 __all__ = [
+    "AllocationEpsilonEstimate",
+    "AllocationEstimate",
     "Bound",
     "ConjecturedEpsilon",
     "ConjecturedEstimate",
@@ -92,8 +110,12 @@ __all__ = [
     "ShuffleInterval",
     "TruncatedPoissonBounds",
     "TruncatedPoissonPair",
+    "allocation_rows",
     "compare_run",
     "compare_samplers",
+    "delta_allocation_estimate",
+    "delta_allocation_lower",
+    "delta_allocation_upper",
     "delta_deterministic",
     "delta_poisson_bounds",
     "delta_shuffle_conjectured_mc",
@@ -101,6 +123,9 @@ __all__ = [
     "delta_shuffle_lower_fresh",
     "delta_shuffle_upper",
     "delta_truncated_poisson_bounds",
+    "epsilon_allocation_estimate",
+    "epsilon_allocation_lower",
+    "epsilon_allocation_upper",
     "epsilon_deterministic",
     "epsilon_poisson_bounds",
     "epsilon_shuffle_conjectured_mc",
