@@ -23,6 +23,9 @@ The guarantee depends on how batches are drawn (``sampler``):
   neighbour swaps one gradient of the batch, so the pair is the Poisson pair at half the
   noise multiplier (:mod:`dpacct.samplers.fixed_size`); with replacement only
   ``accountant="pld"`` applies.
+* ``"balls_in_bins"``: each record in one uniformly random step of each epoch; as for
+  shuffled batches, the deterministic curve is the certified upper bound returned
+  (:mod:`dpacct.samplers.allocation` has the lower bound and an estimate).
 * ``"truncated_poisson"`` (with ``max_batch_size=B``): Poisson batches cut to at most
   ``B`` records (add/remove; :mod:`dpacct.samplers.truncated_poisson`, ``accountant="pld"``).
 """
@@ -267,8 +270,9 @@ def epsilon(
         Accounting method for Poisson sampling, one of
         :func:`dpacct.available_accountants` (``"rdp"``).
     sampler : str
-        How batches are drawn: ``"poisson"`` (add/remove adjacency), ``"shuffle"`` or
-        ``"deterministic"`` (zero-out adjacency; the exact Gaussian curve), ``"fixed_size"`` or
+        How batches are drawn: ``"poisson"`` (add/remove adjacency), ``"shuffle"``,
+        ``"balls_in_bins"`` or ``"deterministic"`` (zero-out adjacency; the Gaussian curve of the
+        participations: exact for deterministic, an upper bound otherwise), ``"fixed_size"`` or
         ``"fixed_size_replacement"``, ``"truncated_poisson"`` (add/remove; the accountant's
         bound; the last needs ``max_batch_size``); see :mod:`dpacct.api`.
     assume_poisson : bool

@@ -13,6 +13,8 @@ takes part in depends on the batch sampler:
   as q and T, ``b/n = q`` (without replacement only).
 * ``"truncated_poisson"``: Poisson batches cut to at most ``max_batch_size`` records; as
   many steps as Poisson sampling (needs the dataset size: give the run in epochs).
+* ``"balls_in_bins"``: each record in one uniformly random step of each epoch (Chua et
+  al., AISTATS 2025): steps and participations as for shuffled batches.
 * ``"shuffle"`` and ``"deterministic"``: each epoch cuts the (shuffled or fixed) data into
   ``ceil(n / b)`` batches, or ``floor(n / b)`` with ``drop_last``; the run is
   ``T = ceil(E * batches per epoch)`` steps and each record takes part in **at most one
@@ -44,8 +46,8 @@ from dpacct import _check
 __all__ = ["INDEPENDENT_SAMPLERS", "SAMPLERS", "Run"]
 
 #: Batch samplers a run can be accounted for.
-SAMPLERS: tuple[str, ...] = ("poisson", "shuffle", "deterministic", "fixed_size", "fixed_size_replacement",
-                             "truncated_poisson")
+SAMPLERS: tuple[str, ...] = ("poisson", "shuffle", "deterministic", "balls_in_bins", "fixed_size",
+                             "fixed_size_replacement", "truncated_poisson")
 
 #: Samplers that draw every step independently (the run is ``ceil(E n / b)`` steps, no fixed
 #: number of participations per record).

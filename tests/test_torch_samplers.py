@@ -217,3 +217,19 @@ def test_truncated_poisson_caps_the_batch_and_says_so() -> None:
     info = s.sampling_info
     assert (info.sampler, info.max_batch_size, info.neighboring_relation) == ("truncated_poisson", 20, "add_remove")
     assert SamplingInfo.from_dict(info.as_dict()) == info
+
+
+def test_balls_in_bins_each_epoch_is_a_random_partition() -> None:
+    """Every record lands in exactly one of the t batches of each epoch; bin sizes are Binomial(n, 1/t)."""
+    from dpacct.torch import BallsInBinsBatchSampler
+
+    n, t = 400, 8
+    s = BallsInBinsBatchSampler(dataset_size=n, steps_per_epoch=t, generator=torch.Generator().manual_seed(2))
+    for _ in range(3):
+        batches = list(s)
+        assert len(batches) == t and sorted(i for b in batches for i in b) == list(range(n))
+        lo, hi = stats.binom.ppf([ALPHA / (2 * t), 1 - ALPHA / (2 * t)], n, 1 / t)
+        assert all(lo <= len(b) <= hi for b in batches)
+    assert s.epoch == 3
+    info = s.sampling_info
+    assert (info.sampler, info.max_participations_per_epoch, info.neighboring_relation) == ("balls_in_bins", 1, "zero_out")

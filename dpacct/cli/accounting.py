@@ -242,6 +242,12 @@ def _run_epsilon_or_delta(args: argparse.Namespace, notes: Notes) -> dict[str, A
         report["kind"] = "exact"
         results.append(to_json(Value(value=value_now, quantity=quantity,  # type: ignore[arg-type]
                                      kind="exact", method=method)))
+    elif args.sampler == "balls_in_bins":
+        report["kind"] = "upper bound"
+        report["kind_detail"] = "deterministic schedules dominate balls-in-bins"
+        results.extend(_balls_in_bins_results(run, sigma, quantity, target))
+        report[f"{quantity}_lower_bound"] = results[0]["value"]
+        report["lower_bound_method"] = results[0]["method"]
     else:
         report["kind"] = "upper bound"
         report["kind_detail"] = "deterministic batches dominate shuffling"
@@ -308,6 +314,19 @@ def _run_truncated(args: argparse.Namespace, report: dict[str, Any], sigma: floa
         to_json(Value(value=float(upper), quantity=quantity, kind="upper bound", method=method)),  # type: ignore[arg-type]
     ]
     return report
+
+
+def _balls_in_bins_results(run: Run, sigma: float, quantity: str, target: float) -> list[dict[str, Any]]:
+    """Balls-in-bins: [certified lower bound, deterministic upper bound] (dpacct.samplers.allocation)."""
+    from dpacct.samplers.allocation import allocation_rows
+
+    rows = allocation_rows(noise_multiplier=sigma, quantity=quantity,  # type: ignore[arg-type]
+                           at=target, steps_per_epoch_upper=max(1, run.batches_per_epoch()),
+                           steps_per_epoch_lower=max(1, run.lower_bound_batches_per_epoch()),
+                           epochs_upper=max(1, run.participations("balls_in_bins")), epochs_lower=run.full_epochs())
+    upper = next(v for _, v in rows if v.kind == "upper bound")
+    lower = next(v for _, v in rows if v.kind == "lower bound")
+    return [to_json(lower), to_json(upper)]
 
 
 def _shuffle_results(run: Run, sigma: float, quantity: str, target: float) -> list[dict[str, Any]]:

@@ -26,6 +26,8 @@ def _add(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-batch-size", dest="max_batch_size", type=int, default=None,
                    help="also truncated Poisson: Poisson batches cut to at most this many records "
                         "(needs --epochs, --batch-size and --dataset-size)")
+    p.add_argument("--estimates", action="store_true",
+                   help="also the Monte-Carlo estimate of balls-in-bins (labelled estimate: NOT a bound; slow)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.add_argument("--plot", metavar="FILE.png",
                    help="also draw epsilon vs sigma (with --delta) or delta vs epsilon (with --epsilon) "
@@ -70,7 +72,8 @@ def _run(args: argparse.Namespace, notes: Notes) -> dict[str, Any]:
             raise CLIError(msg)
     with notes.capture():
         result = compare_run(noise_multiplier=sigma, delta=args.delta, epsilon=args.epsilon,
-                             permutation=args.permutation, max_batch_size=args.max_batch_size, **_keywords(run))
+                             permutation=args.permutation, max_batch_size=args.max_batch_size,
+                             estimates=args.estimates, **_keywords(run))
     report: dict[str, Any] = {"command": "compare", **result.as_dict()}
     if args.plot is not None:
         report["plot"] = _plot(args, sigma, run)

@@ -10,6 +10,9 @@ zero-out adjacency (Chua et al., ICML 2024, arXiv:2403.17673):
 * shuffled batches: the shuffle lower bound over the run's complete epochs
   (:func:`dpacct.api.shuffle_lower_bound`) and the deterministic curve as certified
   upper bound;
+* balls-in-bins (each record in one uniformly random step of each epoch; Chua et al.,
+  AISTATS 2025, arXiv:2412.16802): certified upper bound (the deterministic curve) and
+  lower bound, and an opt-in Monte-Carlo estimate;
 * fixed-size batches (exactly ``b`` records a step, without and, for a run given in
   epochs, with replacement; :mod:`dpacct.samplers.fixed_size`): certified lower and
   upper bounds. A zeroed record still takes a slot in the batch, so the sum moves by up
@@ -105,6 +108,7 @@ def compare_run(
     drop_last: bool = False,
     permutation: str = "fresh",
     max_batch_size: int | None = None,
+    estimates: bool = False,
 ) -> RunComparison:
     """Deterministic, Poisson and shuffled batches for one run: epsilons at ``delta`` or deltas at ``epsilon``.
 
@@ -123,6 +127,9 @@ def compare_run(
         Adds truncated Poisson rows: Poisson batches cut to at most this many records
         (:mod:`dpacct.samplers.truncated_poisson`); needs the run in epochs (the dataset
         size matters).
+    estimates : bool
+        Also the Monte-Carlo estimate of balls-in-bins (kind ``"estimate"``: not a bound;
+        seconds to minutes).
 
     Returns
     -------
@@ -130,7 +137,9 @@ def compare_run(
         Rows: deterministic (exact), Poisson (PLD lower and upper bound, RDP upper bound),
         shuffle (lower bound, certified upper bound), fixed-size batches without replacement
         (lower and upper bounds; :mod:`dpacct.samplers.fixed_size`) and, for a run given in
-        epochs, with replacement; truncated Poisson with ``max_batch_size``.
+        epochs, with replacement; truncated Poisson with ``max_batch_size``; balls-in-bins
+        (each record in one uniformly random step per epoch: certified upper and lower
+        bounds, :mod:`dpacct.samplers.allocation`).
 
     Examples
     --------
@@ -200,6 +209,13 @@ def compare_run(
             msg = "max_batch_size (truncated Poisson) needs the run as epochs, batch_size and dataset_size"
             raise ValueError(msg)
     extra: list[tuple[str, Value]] = []
+    if batches > 0:
+        from dpacct.samplers.allocation import allocation_rows
+
+        extra.extend(allocation_rows(noise_multiplier=sigma, quantity=quantity,  # type: ignore[arg-type]
+                                     at=at, steps_per_epoch_upper=run.batches_per_epoch(),
+                                     steps_per_epoch_lower=batches, epochs_upper=k, epochs_lower=full,
+                                     estimate=estimates))
     if q > 0.0 and t > 0:
         extra.extend(_fixed_size(run, sigma, quantity, at, replacement=False))
         if run.by_epochs:

@@ -6,7 +6,7 @@ Importing it with opacus installed registers the opacus accountants ``"dpacct-pl
 
 * :mod:`~dpacct.torch.samplers`: :class:`PoissonBatchSampler`, :class:`ShuffleBatchSampler`,
   :class:`DeterministicBatchSampler`, :class:`FixedSizeBatchSampler`,
-  :class:`TruncatedPoissonBatchSampler`, :func:`identify` (refuses samplers it cannot analyse).
+  :class:`TruncatedPoissonBatchSampler`, :class:`BallsInBinsBatchSampler`, :func:`identify` (refuses samplers it cannot analyse).
 * :mod:`~dpacct.torch.accountant`: :class:`PrivacyAccountant`, attached to any
   ``torch.optim.Optimizer``; budget enforced before the step that would exceed it.
 * :mod:`~dpacct.torch.budget`: :func:`plan_epochs` for noise schedules.
@@ -25,6 +25,7 @@ from dpacct.torch.accountant import SAMPLER_RULES, BudgetExhaustedError, Privacy
 from dpacct.torch.budget import EpochPlan, plan_epochs
 from dpacct.torch.dpsgd import dp_sgd_jl_step, dp_sgd_step, jl_norm_estimates, per_sample_gradients
 from dpacct.torch.samplers import (
+    BallsInBinsBatchSampler,
     DeterministicBatchSampler,
     FixedSizeBatchSampler,
     PoissonBatchSampler,
@@ -51,6 +52,7 @@ else:
 __all__ = [
     "OPACUS_REGISTERED",
     "SAMPLER_RULES",
+    "BallsInBinsBatchSampler",
     "BudgetExhaustedError",
     "DeterministicBatchSampler",
     "EpochPlan",

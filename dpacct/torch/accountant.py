@@ -133,6 +133,7 @@ SAMPLER_RULES: dict[str, Callable[[PrivacyAccountant], list[tuple[Any, int]]]] =
     "poisson": _poisson_rule,
     "shuffle": _epoch_rule,
     "deterministic": _epoch_rule,
+    "balls_in_bins": _epoch_rule,
     "fixed_size": _fixed_size_rule,
     "fixed_size_replacement": _fixed_size_rule,
     "truncated_poisson": _truncated_rule,

@@ -12,6 +12,10 @@ as ``DataLoader(dataset, batch_sampler=...)``) and carries a :class:`SamplingInf
   the certified upper bound is that of deterministic batches (zero-out adjacency), never
   the Poisson number.
 * :class:`DeterministicBatchSampler`: the same cut of a fixed order: exact.
+* :class:`BallsInBinsBatchSampler`: each epoch every record goes to one uniformly random
+  step of the epoch (batches of random size; Chua et al., AISTATS 2025, arXiv:2412.16802):
+  at most one participation per epoch, so the deterministic curve is a certified upper
+  bound (:mod:`dpacct.samplers.allocation` has lower bounds and estimates).
 * :class:`TruncatedPoissonBatchSampler`: Poisson batches cut to at most ``B`` records (a
   uniformly random ``B``-subset of a larger draw): certified PLD bounds from an
   overflow-labelled mixture (:mod:`dpacct.samplers.truncated_poisson`).
@@ -47,6 +51,7 @@ from torch.utils.data import BatchSampler, DataLoader, RandomSampler, Sampler, S
 from dpacct import _check
 
 __all__ = [
+    "BallsInBinsBatchSampler",
     "DeterministicBatchSampler",
     "FixedSizeBatchSampler",
     "PoissonBatchSampler",
@@ -60,8 +65,8 @@ __all__ = [
     "with_epoch_clock",
 ]
 
-SamplerKind = Literal["poisson", "shuffle", "deterministic", "fixed_size", "fixed_size_replacement",
-                      "truncated_poisson"]
+SamplerKind = Literal["poisson", "shuffle", "deterministic", "balls_in_bins", "fixed_size",
+                      "fixed_size_replacement", "truncated_poisson"]
 
 
 class UnidentifiedSamplerError(TypeError):
@@ -74,8 +79,9 @@ class SamplingInfo:
 
     Attributes
     ----------
-    sampler : {"poisson", "shuffle", "deterministic", "fixed_size", "fixed_size_replacement", "truncated_poisson"}
-        Which analysis applies.
+    sampler : str
+        Which analysis applies: ``"poisson"``, ``"shuffle"``, ``"deterministic"``,
+        ``"balls_in_bins"``, ``"fixed_size"``, ``"fixed_size_replacement"`` or ``"truncated_poisson"``.
     sampling_probability : float
         The true sample rate: the Poisson inclusion probability, or batch size over
         dataset size for fixed-size batches.
@@ -270,6 +276,55 @@ class FixedSizeBatchSampler(Sampler[list[int]], _EpochClock):
             else:
                 batch = torch.randperm(self.dataset_size, generator=self.generator)[: self.batch_size].tolist()
             yield batch
+
+
+class BallsInBinsBatchSampler(Sampler[list[int]], _EpochClock):
+    """Balls-in-bins: each epoch, every record is put in one of ``steps_per_epoch`` steps uniformly at random.
+
+    Batches have random sizes (mean ``n / t``) and may be empty (use
+    ``collate_fn=empty_safe_collate(dataset)``). Each record takes part in exactly one step
+    per epoch, like shuffled batches; its certified upper bound is the deterministic
+    Gaussian curve (zero-out adjacency) and its truth is close to Poisson sampling's
+    (Chua et al., AISTATS 2025, arXiv:2412.16802; :mod:`dpacct.samplers.allocation`).
+
+    Parameters
+    ----------
+    dataset_size : int
+        ``n >= 1``.
+    steps_per_epoch : int
+        ``t >= 1``: the bins of one epoch.
+    generator : torch.Generator, optional
+        Source of the assignments.
+
+    Examples
+    --------
+    >>> s = BallsInBinsBatchSampler(dataset_size=10, steps_per_epoch=3, generator=torch.Generator().manual_seed(0))
+    >>> sorted(i for b in s for i in b), s.sampling_info.max_participations_per_epoch
+    ([0, 1, 2, 3, 4, 5, 6, 7, 8, 9], 1)
+    """
+
+    def __init__(self, *, dataset_size: int, steps_per_epoch: int, generator: torch.Generator | None = None) -> None:
+        self.dataset_size = _size("dataset_size", dataset_size, 1)
+        self.steps_per_epoch = _size("steps_per_epoch", steps_per_epoch, 1)
+        self.generator = generator
+        self.epoch = 0
+
+    @property
+    def sampling_info(self) -> SamplingInfo:
+        """One participation per epoch in a uniformly random step, zero-out adjacency."""
+        return SamplingInfo(sampler="balls_in_bins", sampling_probability=1.0 / self.steps_per_epoch,
+                            dataset_size=self.dataset_size, batch_size=self.dataset_size / self.steps_per_epoch,
+                            batches_per_epoch=self.steps_per_epoch, max_participations_per_epoch=1,
+                            neighboring_relation="zero_out", source=type(self).__name__)
+
+    def __len__(self) -> int:
+        return self.steps_per_epoch
+
+    def __iter__(self) -> Iterator[list[int]]:
+        self._start_epoch()
+        bins = torch.randint(self.steps_per_epoch, (self.dataset_size,), generator=self.generator)
+        for step in range(self.steps_per_epoch):
+            yield (bins == step).nonzero().flatten().tolist()
 
 
 class TruncatedPoissonBatchSampler(PoissonBatchSampler):
