@@ -61,6 +61,7 @@ from numpy.typing import ArrayLike, NDArray
 from dpacct import _check, _core
 from dpacct._shape import unwrap
 from dpacct.accountant import Accountant, register_accountant
+from dpacct.pld.threshold import threshold_delta_lower, threshold_epsilon_lower
 from dpacct.mechanisms import (
     EpsilonDeltaMechanism,
     FixedSizeSampledGaussianMechanism,
@@ -217,6 +218,13 @@ def _fixed_size_spec(mechanism: FixedSizeSampledGaussianMechanism) -> _Spec:
         return inner
     return _Spec("symmetrised", (inner, None if relation == "replace_one" else realised), rate, False)
 
+
+
+def _threshold_steps(groups: list[tuple[_Spec, int]]) -> list[tuple[float, float, float]] | None:
+    """``(s, q, T)`` per group when every step is a Poisson-subsampled Gaussian (threshold tests apply)."""
+    if not groups or any(not isinstance(spec, _Spec) or spec.kind != "gaussian" for spec, _ in groups):
+        return None
+    return [(float(spec.parameters[0]), float(spec.sampling_probability), float(count)) for spec, count in groups]
 
 
 def _realised_mixture(sigma: float, masses: tuple[float, ...], unit: float, direction: str, d: float) -> Any:
@@ -655,25 +663,30 @@ class PLDAccountant(Accountant):
         groups = self._groups()
         if not groups:
             return Bounds(unwrap(lower), unwrap(upper))
+        tests = _threshold_steps(groups)
         for index, e in np.ndenumerate(eps):
             lo_all, up_all = 0.0, 0.0
             order = sorted(self._directions(groups), key=lambda r: -self._guide_delta(groups, r, float(e)).value)
             for direction in order:
-                lo, up = self._delta_one_direction(groups, direction, float(e), lo_all)
+                lo, up = self._delta_one_direction(groups, direction, float(e), lo_all, up_all)
+                if tests is not None and lo < (1.0 - self._relative_accuracy) * up:
+                    lo = max(lo, min(threshold_delta_lower(tests, float(e), direction), up))
                 lo_all, up_all = max(lo_all, lo), max(up_all, up)
             lower[index] = lo_all
             upper[index] = max(up_all, _TINIEST)  # a positive delta below the double range stays positive
         return Bounds(unwrap(lower), unwrap(upper))
 
     def _delta_one_direction(
-        self, groups: list[tuple[_Spec, int]], direction: str, epsilon: float, irrelevant_below: float = 0.0
+        self, groups: list[tuple[_Spec, int]], direction: str, epsilon: float, irrelevant_below: float = 0.0,
+        other_upper: float = 0.0,
     ) -> tuple[float, float]:
         """Bounds for one direction; refinement stops once the upper bound is <= ``irrelevant_below``."""
-        if irrelevant_below > 0.0:
+        if irrelevant_below > 0.0 or other_upper > 0.0:
             # A direction whose certified Chernoff bound lies far below the other direction's
-            # lower bound cannot change the maximum: skip its (possibly huge, tilted) grid.
+            # lower bound cannot change the maximum, nor one far below its upper bound the
+            # interval's width: skip its (possibly huge, tilted) grid; its bound still counts.
             bound = self._chernoff_upper(groups, direction, epsilon)
-            if bound <= 0.5 * irrelevant_below:
+            if bound <= 0.5 * irrelevant_below or bound <= 1e-3 * other_upper:
                 return 0.0, bound
         guide = self._guide_delta(groups, direction, epsilon)
         tilt = self._tilt(guide.slope, guide.value)
@@ -761,6 +774,7 @@ class PLDAccountant(Accountant):
         groups = self._groups()
         if not groups:
             return Bounds(unwrap(lower), unwrap(upper))
+        tests = _threshold_steps(groups)
         for index, target in np.ndenumerate(d):
             lo_all, up_all = 0.0, 0.0
             # epsilon = max over the directions: the direction the guide says is larger goes
@@ -768,6 +782,8 @@ class PLDAccountant(Accountant):
             order = sorted(self._directions(groups), key=lambda r: -self._guide_epsilon(groups, r, float(target)).value)
             for direction in order:
                 lo, up = self._epsilon_one_direction(groups, direction, float(target), lo_all)
+                if tests is not None and lo < (1.0 - self._relative_accuracy) * up:
+                    lo = max(lo, min(threshold_epsilon_lower(tests, float(target), direction), up))
                 lo_all, up_all = max(lo_all, lo), max(up_all, up)
             lower[index] = lo_all
             upper[index] = up_all
