@@ -296,9 +296,11 @@ def test_compare_json_has_every_sampler(capsys: pytest.CaptureFixture[str]) -> N
     kinds = [(r["sampler"], r["kind"]) for r in rows]
     assert kinds[:6] == [("deterministic", "exact"), ("poisson", "lower bound"), ("poisson", "upper bound"),
                          ("poisson", "upper bound"), ("shuffle", "lower bound"), ("shuffle", "upper bound")]
-    # A run given as q and T has fixed-size batches without replacement (with replacement needs b and n).
-    assert {("fixed_size", "lower bound"), ("fixed_size", "upper bound")} <= set(kinds[6:])
-    assert all(name == "fixed_size" for name, _ in kinds[6:])
+    # A run given as q and T has balls-in-bins and fixed-size batches without replacement (with
+    # replacement and truncated Poisson need b and n).
+    for name in ("balls_in_bins", "fixed_size"):
+        assert {(name, "lower bound"), (name, "upper bound")} <= set(kinds[6:])
+    assert {name for name, _ in kinds[6:]} == {"balls_in_bins", "fixed_size"}
     assert out["best_certified"]["sampler"] == "poisson"  # type: ignore[index]
     expected = dpacct.ablq.epsilon_shuffle_lower(noise_multiplier=0.4, steps=1000, delta=1e-6)
     assert rows[4]["value"] == float(expected) and rows[4]["quantity"] == "epsilon"
