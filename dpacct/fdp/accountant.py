@@ -36,6 +36,13 @@ _HEAVY_TAIL_NOTE = (
     "P(mu_W > m) ~ m^-{r}, so epsilon at this delta is astronomically large (finite, but beyond what the "
     "grid can hold); the lower bound is {lower:.6g}"
 )
+_HUGE_NOTE = (
+    "astronomically large but finite: with jl_dim = {r} the clipped norm C sqrt(r/W) has tail P(mu_W > m) ~ m^-{r}, "
+    "so a single step whose estimate W is tiny reveals the record; half of delta ({revealed:.3g}) is spent on "
+    "revealing the smallest W outright, and the rest of the tail (shifts up to {mu:.3g} noise units, losses up to "
+    "~{loss:.3g}) is composed on a correspondingly coarse grid"
+)
+_FALLBACK = 0.5  # share of delta the revealed JL tail may take where the 1e-3 share needs shifts beyond 40
 
 
 _REALISED_NOTE = ("the largest over the pairs real datasets realise: the record k times against k - 1 times, "
@@ -104,13 +111,22 @@ class _Engine(PLDAccountant):
         self._cells: dict[Any, Any] = {}
         self._quantiles = quantiles
         self._budget = _DEFAULT_BUDGET
+        self._fallback = 0.0
         self._gaussians: dict[Any, Any] = {}
 
-    def set_budget(self, budget: float) -> None:
-        """Revealed tail mass allowed over the run (changes the JL steps, so the caches go)."""
+    _coarsest = math.inf  # heavy JL tails (r = 1, 2) put single losses near 1e12 on the grid
+
+    def set_budget(self, budget: float, fallback: float = 0.0) -> None:
+        """Revealed tail mass allowed over the run (changes the JL steps, so the caches go).
+
+        ``budget`` is the mass aimed at; ``fallback`` (default: none) the mass
+        accepted where the budget would need shifts beyond ``mu = 40`` and the cap
+        there reveals more than it (the heavy tails of ``r = 1, 2``).
+        """
         budget = float(min(max(budget, 1e-300), 1e-2))
-        if budget != self._budget:
-            self._budget = budget
+        fallback = float(min(max(fallback, 0.0), 0.5))
+        if (budget, fallback) != (self._budget, self._fallback):
+            self._budget, self._fallback = budget, fallback
             self._composed_cache.clear()
 
     def supports(self, mechanism: Any) -> bool:
@@ -142,8 +158,9 @@ class _Engine(PLDAccountant):
         groups: list[tuple[Any, int]] = list(counts.items())
         for (model, sigma, r, q), count in jl_runs.items():
             # Revealed mass q P(W < w_cap) per step; the run's total stays within the budget.
-            per_step = self._budget / (len(jl_runs) * q * count)
-            w_cap = jl.cap_for_budget(r=r, noise_multiplier=sigma, budget=per_step)
+            share = len(jl_runs) * q * count
+            w_cap = jl.cap_for_budget(r=r, noise_multiplier=sigma, budget=self._budget / share,
+                                      fallback=self._fallback / share)
             groups.append((_JLSpec(model, sigma, r, q, w_cap, self._quantiles, max(self._realised, 1)), count))
         return groups
 
@@ -191,10 +208,18 @@ class _Engine(PLDAccountant):
             return super()._coarse(spec, direction)
         key = (spec, direction, "coarse")
         if key not in self._steps:
-            step = self._build(spec, direction, 1e-2)
+            # The widest loss range: the largest shift's mu^2 / 2 + 14 mu (huge for r = 1, 2).
+            mu = math.sqrt(spec.jl_dim / spec.w_cap) / spec.noise_multiplier
+            step = self._build(spec, direction, max(1e-2, (mu * mu / 2.0 + 14.0 * mu) * spec.copies**2 / 2**20))
             width = max(step.log_upper.size, 2) * step.discretization
             self._steps[key] = self._build(spec, direction, max(width / 4096, 1e-12))
         return self._steps[key]
+
+    def largest_shift(self) -> float:
+        """The largest finite shift ``mu`` of any JL bucket (above ``jl.MU_HARD`` only for heavy tails)."""
+        shifts = [math.sqrt(spec.jl_dim / spec.w_cap) / spec.noise_multiplier
+                  for spec, _ in self._groups() if isinstance(spec, _JLSpec)]
+        return max(shifts, default=0.0)
 
     def revealed_mass(self) -> float:
         """Upper bound on the total probability that some step's W fell in the revealed bucket."""
@@ -327,8 +352,9 @@ class FDPAccountant(Accountant):
         """
         d = _check.delta_array(delta)
         budget = 1e-3 * float(np.min(d)) if d.size else _DEFAULT_BUDGET
+        fallback = _FALLBACK * float(np.min(d)) if d.size else 0.0
         engine = self._engine(0)
-        engine.set_budget(budget)
+        engine.set_budget(budget, fallback)
         lower, upper = engine.epsilon_bounds(d)
         details: dict[str, Any] = {}
         if self._shared_jl():
@@ -336,7 +362,7 @@ class FDPAccountant(Accountant):
             by_copies: dict[int, Any] = {}
             for k in range(1, self._copies + 1):
                 realised = self._engine(k)
-                realised.set_budget(budget)
+                realised.set_budget(budget)  # no fallback: a lower bound holds for any cap, and huge shifts are slow
                 by_copies[k] = realised.epsilon_bounds(d).lower
             lower = np.max(np.array([np.asarray(v, dtype=np.float64) for v in by_copies.values()]), axis=0)
             lower = float(lower) if np.ndim(lower) == 0 else lower
@@ -344,16 +370,21 @@ class FDPAccountant(Accountant):
             details["lower_bound_from"] = _REALISED_NOTE
         if any(isinstance(m, DPSGDJLMechanism) for m, _ in self._runs()):
             details["revealed_tail_mass"] = engine.revealed_mass()
+            r = min(m.jl_dim for m, _ in self._runs() if isinstance(m, DPSGDJLMechanism))
             if not np.all(np.isfinite(np.asarray(upper))):
-                r = min(m.jl_dim for m, _ in self._runs() if isinstance(m, DPSGDJLMechanism))
                 details["note"] = _HEAVY_TAIL_NOTE.format(r=r, lower=float(np.max(np.asarray(lower))))
+            elif engine.largest_shift() > jl.MU_HARD:
+                mu = engine.largest_shift()
+                details["note"] = _HUGE_NOTE.format(r=r, revealed=details["revealed_tail_mass"], mu=mu,
+                                                    loss=mu * mu / 2.0)
         return Interval(lower=lower, upper=upper, quantity="epsilon", method=self._method(), details=details)
 
     def get_epsilon(self, delta: ArrayLike) -> float | NDArray[np.float64]:
         """A certified upper bound on epsilon(delta) (``inf`` where none can be certified)."""
         d = _check.delta_array(delta)
         engine = self._engine(0)
-        engine.set_budget(1e-3 * float(np.min(d)) if d.size else _DEFAULT_BUDGET)
+        engine.set_budget(1e-3 * float(np.min(d)) if d.size else _DEFAULT_BUDGET,
+                          _FALLBACK * float(np.min(d)) if d.size else 0.0)
         return engine.get_epsilon(d)
 
     def get_epsilon_details(self, delta: float) -> dict[str, Any]:

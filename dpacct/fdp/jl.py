@@ -57,10 +57,15 @@ How the integral over ``W`` is made rigorous (dpacct's construction):
 * ``w_cap`` is set so that the revealed mass ``q P(W < w_cap)`` over the whole run
   is at most ``1e-3`` of the queried delta, unless that needs a shift above
   ``mu = 40`` (loss range ~800 per step); then ``mu = 40`` is used and the larger
-  revealed mass is charged. For ``r = 1, 2`` the tail ``P(mu_W > m) ~ m^{-r}`` is
-  so heavy that epsilon at ``delta = 1e-5`` is astronomically large but finite:
-  the upper bound then comes back ``inf`` (fail closed) with the message in the
-  result's details, and the lower bound, from the realised pair, is large.
+  revealed mass is charged, if it is at most half of delta. Otherwise (the
+  heavy tails of ``r = 1, 2``, where ``P(mu_W > m) ~ m^{-r}``; ``r = 3`` at small
+  deltas) the revealed mass is set to half of delta ("tail budget") whatever
+  shift that needs: the remaining buckets reach shifts of 1e5 to 1e6 noise units
+  and losses near 1e12, the grid is correspondingly coarse (widths of 1e5 and
+  more; connect the dots stays an upper bound at any width), and epsilon at
+  ``delta = 1e-5`` is astronomically large but finite, said so in the result's
+  details. The lower bounds keep the ``mu = 40`` cap (a lower bound holds for
+  any cap), so their gap to the upper bound is then wide.
 """
 
 from __future__ import annotations
@@ -79,7 +84,7 @@ __all__ = ["DPSGDJLMechanism", "PROJECTIONS"]
 
 PROJECTIONS: tuple[str, ...] = ("shared", "per_example")
 
-_MU_HARD = 40.0  # largest finite shift used for a bucket (see the module notes)
+MU_HARD = 40.0  # largest finite shift used for a bucket (see the module notes)
 _LOG_TAIL = -80.0
 _MAX_CELLS = 2**24
 _CELL = 0.02  # width of the output cells of the copies pair (in noise units) ...
@@ -183,13 +188,24 @@ def make_buckets(r: int, w_cap: float, quantiles: int, spread_count: int = 0) ->
     return Buckets(edges=edges, masses=masses, bottom=bottom, top=top, bottom_low=float(cdf[0]) * (1.0 - 1e-12))
 
 
-def cap_for_budget(*, r: int, noise_multiplier: float, budget: float) -> float:
-    """The ``w_cap`` with ``P(W < w_cap) <= budget``, floored at the shift ``_MU_HARD``."""
-    w_hard = r / (noise_multiplier * _MU_HARD) ** 2
+def cap_for_budget(*, r: int, noise_multiplier: float, budget: float, fallback: float = 0.0) -> float:
+    """The ``w_cap`` of the revealed bucket ``[0, w_cap)`` of one step.
+
+    ``P(W < w_cap) <= budget`` where that needs shifts ``mu <= MU_HARD``;
+    otherwise the cap at ``mu = MU_HARD`` if its mass is at most ``fallback``
+    (charged); otherwise (the heavy tails of ``r = 1, 2``) ``P(W < w_cap) =
+    fallback``, whatever shift that needs: epsilon is then astronomically large
+    and the grid coarse, but finite.
+    """
+    w_hard = r / (noise_multiplier * MU_HARD) ** 2
     if budget <= 0.0:
         return w_hard
     w_budget = 2.0 * float(special.gammaincinv(r / 2.0, min(budget, 0.5)))
-    return max(w_budget, w_hard)
+    if w_budget >= w_hard or fallback <= budget:
+        return max(w_budget, w_hard)
+    if float(_chi2_cdf(r, np.array([w_hard]))[0]) <= fallback:
+        return w_hard
+    return 2.0 * float(special.gammaincinv(r / 2.0, min(fallback, 0.5)))
 
 
 # -- one discretised step of either model --------------------------------------------------------
