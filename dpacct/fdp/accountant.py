@@ -159,8 +159,10 @@ class _Engine(PLDAccountant):
         for (model, sigma, r, q), count in jl_runs.items():
             # Revealed mass q P(W < w_cap) per step; the run's total stays within the budget.
             share = len(jl_runs) * q * count
+            # The fallback (huge shifts) only for the revealed mixture: the per-example mixture step
+            # at shifts near 1e6 is far too slow, so there r = 1, 2 stay uncertified (inf).
             w_cap = jl.cap_for_budget(r=r, noise_multiplier=sigma, budget=self._budget / share,
-                                      fallback=self._fallback / share)
+                                      fallback=self._fallback / share if model == "shared" else 0.0)
             groups.append((_JLSpec(model, sigma, r, q, w_cap, self._quantiles, max(self._realised, 1)), count))
         return groups
 
