@@ -421,6 +421,9 @@ def copies_step(cells: tuple[NDArray[np.float64], ...], *, direction: str, discr
         lp, lq = p_low, q_high
     else:
         lp, lq = q_low, p_high
+    # What underflowed in the upper brackets (terms below 2.3e-308, a few thousand per cell) is
+    # covered by 1e-300 per cell: no cell is labelled +inf unless Q truly cannot produce it.
+    lq = lq + 1e-300
     scale = max(1.0, math.fsum(lq.tolist()), math.fsum(lp.tolist())) * (1.0 + 1e-12)
     with np.errstate(divide="ignore"):
         log_p = np.log(np.maximum(lp / scale, 0.0))
