@@ -191,7 +191,7 @@ def test_heavy_tail_is_astronomical_but_finite(r: int) -> None:
     bounds = acct.epsilon_bounds(1e-5)
     assert math.isfinite(bounds.upper) and bounds.upper > 1e4
     assert 100.0 < bounds.lower <= bounds.upper
-    assert bounds.details["revealed_tail_mass"] <= 0.5e-5 * (1 + 1e-9)
+    assert bounds.details["revealed_tail_mass"] <= 0.5e-5 * (1 + 1e-5)  # half of delta, plus the bucket rounding
     assert "astronomically large but finite" in bounds.details["note"]
 
 
