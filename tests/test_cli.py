@@ -494,8 +494,10 @@ def test_epsilon_jl_dim_accounts_dp_sgd_jl(capsys: pytest.CaptureFixture[str]) -
     assert "--jl-dim" in capsys.readouterr().err
 
 
-def test_json_is_strict_even_for_an_unbounded_epsilon(capsys: pytest.CaptureFixture[str]) -> None:
-    """r = 1 projections: no finite upper bound; --json says "inf" (strict JSON), never the non-standard Infinity."""
+@pytest.mark.slow
+def test_json_is_strict_even_for_an_astronomical_epsilon(capsys: pytest.CaptureFixture[str]) -> None:
+    """r = 1 projections: a finite but astronomically large certified epsilon, with the note saying why; --json
+    stays strict (an uncertifiable epsilon would print "inf", never the non-standard Infinity)."""
     run = ["epsilon", "--sigma", "1", "--q", "0.1", "--steps", "5", "--delta", "1e-5", "--jl-dim", "1", "--json"]
     assert main(run) == 0
 
@@ -503,8 +505,9 @@ def test_json_is_strict_even_for_an_unbounded_epsilon(capsys: pytest.CaptureFixt
         raise AssertionError(f"non-standard JSON constant {constant}")
 
     report = json.loads(capsys.readouterr().out, parse_constant=refuse)
-    assert report["epsilon"] == "inf" and report["epsilon_lower_bound"] > 100  # astronomically large, finite
-    assert "note" in report
+    assert report["epsilon_lower_bound"] > 100
+    assert report["epsilon"] == "inf" or report["epsilon"] >= max(1e6, report["epsilon_lower_bound"])
+    assert "astronomically large" in report["note"]
 
 
 def test_compare_truncated_poisson_and_fixed_size_rows(capsys: pytest.CaptureFixture[str]) -> None:

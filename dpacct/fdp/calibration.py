@@ -8,6 +8,7 @@ DP-SGD): the searches bracket and then bisect.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -31,14 +32,26 @@ class JLCalibration:
 
 
 def _epsilon(sigma: float, q: float, steps: int, r: int | None, projections: str, delta: float,
-             quantiles: int) -> float:
-    acct = FDPAccountant(quantiles=quantiles)
+             quantiles: int, above: float = math.inf) -> float:
+    """The certified upper bound on epsilon, or (with ``above``) a lower bound once it exceeds ``above``.
+
+    The heavy tails of ``r <= 2`` make the upper bound slow (losses near 1e12 on a
+    coarse grid); the paper's pair's lower bound (fast) settles ``epsilon > above``
+    first where it can.
+    """
+    if r is not None and r <= 2 and math.isfinite(above):
+        lower = _epsilon(sigma, q, steps, r, "per_example_lower", delta, quantiles)
+        if lower > above:
+            return lower
+    acct = FDPAccountant(quantiles=quantiles, copies=1)
     if r is None:
         acct.step(noise_multiplier=sigma, sampling_probability=q, count=steps)
     else:
         model: Literal["shared", "per_example"] = "shared" if projections == "shared" else "per_example"
         acct.compose(DPSGDJLMechanism(noise_multiplier=sigma, sampling_probability=q, jl_dim=r,
                                       projections=model), steps)
+        if projections == "per_example_lower":  # a realised pair: its lower bound holds for both models
+            return float(acct.epsilon_bounds(delta).lower)
     return float(acct.get_epsilon(delta))
 
 
@@ -113,7 +126,7 @@ def jl_dim_for_budget(
         nonlocal evaluations
         if r not in cache:
             evaluations += 1
-            cache[r] = _epsilon(sigma, q, t, r, projections, d, quantiles)
+            cache[r] = _epsilon(sigma, q, t, r, projections, d, quantiles, above=target)
         return cache[r]
 
     hi = 1

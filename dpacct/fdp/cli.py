@@ -205,7 +205,8 @@ def jl_epsilon_report(*, noise_multiplier: float, sampling_probability: float, s
     """The report of ``dpacct epsilon --jl-dim r`` (for the main CLI to print): certified bounds on epsilon.
 
     ``epsilon`` is the certified upper bound (``inf`` with a ``note`` for r = 1, 2);
-    ``epsilon_lower_bound`` the certified lower bound (the paper's pair for shared projections).
+    ``epsilon_lower_bound`` the certified lower bound (for shared projections the largest over the realised
+    pairs, ``lower_by_copies``).
 
     Examples
     --------

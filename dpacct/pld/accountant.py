@@ -395,6 +395,8 @@ class PLDAccountant(Accountant):
     """
 
     name = "pld"
+    #: The coarsest grid width a composition may fall back to when it does not fit in max_size.
+    _coarsest: float = 1e3
 
     def __init__(
         self,
@@ -477,7 +479,7 @@ class PLDAccountant(Accountant):
                     steps = [self._step(spec, direction, d) for spec, _ in groups]
                     built = _core.pld.ComposedPld(steps, [float(c) for _, c in groups], tilt, self._max_size)
                 except ValueError as error:
-                    if "increase discretization" not in str(error) or d >= 1e3:
+                    if "increase discretization" not in str(error) or d >= self._coarsest:
                         raise
                     d *= 2.0  # coarser: still certified, only wider
                     continue
