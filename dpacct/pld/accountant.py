@@ -742,6 +742,8 @@ class PLDAccountant(Accountant):
                 break
             composed = self._composed(groups, direction, discretization, max(tilt * boost, boost / 4.0))
             lo, up = composed.delta_bounds(np.array([epsilon]))
+            if float(lo[0]) <= best_lower and float(up[0]) >= best_upper:
+                break  # more tilt did not help (the tilted tails outgrew the window): a stronger one will not either
             best_lower, best_upper = max(best_lower, float(lo[0])), min(best_upper, float(up[0]))
         if split and best_upper - best_lower > self._relative_accuracy * best_upper and best_upper > irrelevant_below:
             lo, up = self._split_delta(groups, direction, epsilon, best_upper)  # certified too: intersect
