@@ -34,6 +34,9 @@ CASES = [
     ("sigma=1 q=1e-3 T=1e4 delta=1e-14", 1.0, 1e-3, 10_000, "epsilon", 1e-14),
     ("sigma=1 q=1e-3 T=1e2", 1.0, 1e-3, 100, "epsilon", 1e-5),
     ("sigma=1 q=1e-3 T=1e7", 1.0, 1e-3, 10_000_000, "epsilon", 1e-5),
+    ("delta(2) sigma=0.8 q=1e-4 T=1e4", 0.8, 1e-4, 10_000, "delta", 2.0),
+    ("delta(0.5) sigma=0.8 q=1e-4 T=1e4", 0.8, 1e-4, 10_000, "delta", 0.5),
+    ("sigma=0.8 q=1e-4 T=1e4 delta=1e-12", 0.8, 1e-4, 10_000, "epsilon", 1e-12),
 ]
 
 CHILD = """
