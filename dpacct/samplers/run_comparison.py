@@ -110,7 +110,7 @@ def compare_run(
     max_batch_size: int | None = None,
     estimates: bool = False,
 ) -> RunComparison:
-    """Deterministic, Poisson and shuffled batches for one run: epsilons at ``delta`` or deltas at ``epsilon``.
+    """Every batch sampler for one run, side by side: epsilons at ``delta`` or deltas at ``epsilon``.
 
     Parameters
     ----------
