@@ -246,3 +246,17 @@ def test_bad_input_is_rejected_by_name(kwargs: dict[str, object], match: str) ->
     args: dict[str, object] = {"noise_multiplier": 1.0, "steps": 10, "delta": 1e-5, **kwargs}
     with pytest.raises(ValueError, match=match):
         fixed_size_bounds(**args)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [({"estimates": "yes"}, "estimates must be True or False"),
+     ({"max_batch_size": 0, "epochs": 1, "batch_size": 10, "dataset_size": 100}, "max_batch_size must be an integer"),
+     ({"max_batch_size": 10}, "max_batch_size \\(truncated Poisson\\) needs the run as epochs")],
+)
+def test_compare_run_rejects_bad_sampler_options(kwargs: dict[str, object], match: str) -> None:
+    run: dict[str, object] = {"sampling_probability": 0.01, "steps": 100}
+    if "epochs" in kwargs:
+        run = {}
+    with pytest.raises(ValueError, match=match):
+        compare_run(noise_multiplier=1.0, delta=1e-5, **run, **kwargs)  # type: ignore[arg-type]

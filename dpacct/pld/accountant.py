@@ -531,7 +531,8 @@ class PLDAccountant(Accountant):
         +inf mass is at most sum_t p_inf. The coarse steps are pessimistic stand-ins (mean-
         preserving spreads of e^{-L}, which raise E[e^{lambda L}] = E[(e^{-L})^{-lambda}] by
         Jensen, and upward moves), up to ``loss_slack`` per step, taken off epsilon. The
-        margin 1e-9 covers the rounding of the log-sum-exps.
+        margin covers the rounding: each log-sum-exp over n terms of size at most v errs by
+        less than 8 u (n + 2 + v), multiplied by the step count.
         """
         guide = self._guide_delta(groups, direction, epsilon)
         slope = guide.slope
@@ -544,7 +545,14 @@ class PLDAccountant(Accountant):
         infinite = float(sum(count * step.infinity_upper for step, count in steps))
         if not math.isfinite(log_chernoff):
             return 1.0
-        return min(1.0, infinite * (1.0 + 1e-9) + math.exp(min(log_chernoff + 1e-9, 0.0)))
+        margin = 8.0 * _UNIT * (abs(slope * shifted) + 1.0)
+        for step, count in steps:
+            log_mass = np.asarray(step.log_upper)
+            finite = np.isfinite(log_mass)
+            loss = (step.upper_low + np.nonzero(finite)[0]) * step.discretization
+            largest = float(np.max(np.abs(log_mass[finite] + slope * loss))) if loss.size else 0.0
+            margin += 8.0 * _UNIT * count * (log_mass.size + 2.0 + largest)
+        return min(1.0, infinite * (1.0 + 1e-9) + math.exp(min(log_chernoff + margin, 0.0)))
 
     @staticmethod
     def _tilt(slope: float, delta_scale: float) -> float:

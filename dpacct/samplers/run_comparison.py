@@ -203,6 +203,9 @@ def compare_run(
     def v(value: float, kind: str, method: str) -> Value:
         return Value(value=value, quantity=quantity, kind=kind, method=method)  # type: ignore[arg-type]
 
+    if not isinstance(estimates, bool):
+        msg = f"estimates must be True or False, got {estimates!r}"
+        raise ValueError(msg)
     if max_batch_size is not None:
         cap = _check.count("max_batch_size", max_batch_size, minimum=1)
         if not run.by_epochs:
