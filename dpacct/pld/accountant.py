@@ -90,6 +90,11 @@ _TILT_STRENGTH = 0.5  # tilt = strength * lambda*, see PLDAccountant._tilt
 _SQRT_SCALE = 2.0
 _LINEAR_SCALE = 2.0
 _MIN_DISCRETIZATION = 1e-9
+# The grid error model of PLDAccountant._grid: gap ~ _GAP_CONSTANT T D^2 (eps / 2V + 1/4), aimed at
+# _GAP_TARGET times the allowed error.
+_GAP_CONSTANT = 0.45
+_GAP_TARGET = 0.85
+_GAUSSIAN_QUANTILE = 10.0  # ... applied where (eps - V/2) / sqrt(V) is at most this
 
 
 class Bounds(NamedTuple):
@@ -286,6 +291,14 @@ def _mixture_pair_step(sigma: float, means_p: tuple[float, ...], weights_p: tupl
 
 
 @functools.lru_cache(maxsize=64)
+def _coarse_step(spec: _Spec, direction: str) -> Any:
+    """The coarse step of ``spec`` (``PLDAccountant._coarse``), shared by every accountant."""
+    step = _build_step(spec, direction, 1e-2)
+    width = max(step.log_upper.size, 2) * step.discretization
+    return _build_step(spec, direction, max(width / _COARSE_CELLS, 1e-12))
+
+
+@functools.lru_cache(maxsize=64)
 def _cached_step(spec: _Spec, direction: str, discretization: float) -> Any:
     """A step built once for the several composite steps (labelled, symmetrised) that contain it."""
     return _build_step(spec, direction, discretization)
@@ -419,6 +432,7 @@ class PLDAccountant(Accountant):
         self._max_size = size
         self._steps: dict[tuple[Hashable, ...], Any] = {}
         self._composed_cache: dict[tuple[Hashable, ...], Any] = {}
+        self._guides: dict[tuple[str, str, float], _Guide] = {}
 
     def supports(self, mechanism: Mechanism) -> bool:
         """Every mechanism with a PLD discretisation (see the class notes) is supported."""
@@ -426,6 +440,7 @@ class PLDAccountant(Accountant):
 
     def _compose(self, mechanism: Mechanism, count: int) -> None:
         self._composed_cache.clear()
+        self._guides.clear()
 
     def step(self, *, noise_multiplier: float, sampling_probability: float, count: int = 1) -> PLDAccountant:
         """Compose ``count`` DP-SGD steps (Poisson rate ``sampling_probability``, add/remove)."""
@@ -461,13 +476,18 @@ class PLDAccountant(Accountant):
 
     def _coarse(self, spec: _Spec, direction: str) -> Any:
         """A discretisation with about ``_COARSE_CELLS`` grid points: cheap, used to choose the real grid."""
-        key = (spec, direction, "coarse")
+        return _coarse_step(spec, direction)
+
+    def _coarse_parts(self, spec: _Spec, direction: str) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """The finite part of the coarse step: its log-masses and losses (empty cells dropped)."""
+        key = (spec, direction, "parts")
         if key not in self._steps:
-            step = _build_step(spec, direction, 1e-2)
-            width = max(step.log_upper.size, 2) * step.discretization
-            step = _build_step(spec, direction, max(width / _COARSE_CELLS, 1e-12))
-            self._steps[key] = step
-        return self._steps[key]
+            step = self._coarse(spec, direction)
+            log_mass = np.asarray(step.log_upper)
+            loss = (step.upper_low + np.arange(log_mass.size)) * step.discretization
+            keep = np.isfinite(log_mass)
+            self._steps[key] = (log_mass[keep], loss[keep])
+        return self._steps[key]  # type: ignore[no-any-return]
 
     def _composed(self, groups: list[tuple[_Spec, int]], direction: str, discretization: float, tilt: float) -> Any:
         """The composition on one grid and tilt, coarsened (still certified) when it does not fit in max_size."""
@@ -490,16 +510,13 @@ class PLDAccountant(Accountant):
     # -- guides: Chernoff estimates from the coarse steps -----------------------------------
 
     def _cumulant(self, groups: list[tuple[_Spec, int]], direction: str) -> Any:
-        """``K(lambda) = sum_g count_g log E[e^{lambda L_g}]`` over the finite part of the coarse steps."""
-        parts = []
-        for spec, count in groups:
-            step = self._coarse(spec, direction)
-            log_mass = np.asarray(step.log_upper)
-            loss = (step.upper_low + np.arange(log_mass.size)) * step.discretization
-            keep = np.isfinite(log_mass)  # empty cells add nothing
-            parts.append((float(count), log_mass[keep], loss[keep]))
+        """``K(lambda) = sum_g count_g log E[e^{lambda L_g}]`` over the finite part of the coarse steps.
 
-        def cumulant(slope: float) -> float:
+        The returned function takes a float or an array of slopes.
+        """
+        parts = [(float(count), *self._coarse_parts(spec, direction)) for spec, count in groups]
+
+        def one(slope: float) -> float:
             total = 0.0
             for count, log_mass, loss in parts:
                 if log_mass.size == 0:
@@ -511,18 +528,33 @@ class PLDAccountant(Accountant):
                 total += count * (top + math.log(float(np.exp(v - top).sum())))
             return total
 
+        def cumulant(slope: Any) -> Any:
+            # One slope at a time: a (slopes x cells) array costs more in memory traffic than the loop.
+            if np.ndim(slope) == 0:
+                return one(float(slope))
+            return np.array([one(float(x)) for x in np.asarray(slope).ravel()])
+
         return cumulant
+
+    def _guide(self, groups: list[tuple[_Spec, int]], direction: str, kind: str, value: float) -> _Guide:
+        """The Chernoff guide for an epsilon (``kind="epsilon"``, at delta ``value``) or a delta query, cached."""
+        key = (direction, kind, value)
+        if key not in self._guides:
+            cumulant = self._cumulant(groups, direction)
+            if kind == "epsilon":
+                self._guides[key] = _minimise(lambda s: (cumulant(s) - math.log(value)) / s)
+            else:
+                guide = _minimise(lambda s: cumulant(s) - s * value)
+                self._guides[key] = _Guide(math.exp(min(guide.value, 0.0)), guide.slope)
+        return self._guides[key]
 
     def _guide_epsilon(self, groups: list[tuple[_Spec, int]], direction: str, delta: float) -> _Guide:
         """Chernoff: epsilon ~ min over lambda of (K(lambda) - log delta) / lambda."""
-        cumulant = self._cumulant(groups, direction)
-        return _minimise(lambda s: (cumulant(s) - math.log(delta)) / s)
+        return self._guide(groups, direction, "epsilon", delta)
 
     def _guide_delta(self, groups: list[tuple[_Spec, int]], direction: str, epsilon: float) -> _Guide:
         """Chernoff: log delta ~ min over lambda of K(lambda) - lambda epsilon."""
-        cumulant = self._cumulant(groups, direction)
-        guide = _minimise(lambda s: cumulant(s) - s * epsilon)
-        return _Guide(math.exp(min(guide.value, 0.0)), guide.slope)
+        return self._guide(groups, direction, "delta", epsilon)
 
     def _chernoff_upper(self, groups: list[tuple[_Spec, int]], direction: str, epsilon: float) -> float:
         """A certified upper bound on delta(epsilon) from the coarse steps.
@@ -570,8 +602,21 @@ class PLDAccountant(Accountant):
         strength = max(_TILT_STRENGTH, 1.0 - 3.0 / log10_inverse)
         return strength * max(slope, 0.0) if math.isfinite(slope) else 0.0
 
-    def _grid(self, groups: list[tuple[_Spec, int]], direction: str, allowed: float) -> float:
-        """The grid width for an epsilon error of about ``allowed`` (see the module notes)."""
+    def _grid(
+        self, groups: list[tuple[_Spec, int]], direction: str, allowed: float, epsilon: float | None = None
+    ) -> float:
+        """The grid width for an epsilon error of about ``allowed`` (see the module notes).
+
+        With the query's ``epsilon`` the width follows the measured error model
+        ``gap ~ k T D^2 (epsilon / (2 V) + 1/4)``, ``V`` the variance of the composed loss
+        (near the Gaussian limit, see ``_near_gaussian``; elsewhere the older rule above it):
+        the connect-the-dots spread adds at most ``D^2 / 4`` of variance per step, and
+        epsilon ~ V / 2 + z sqrt(V) (the Gaussian limit) moves by ``epsilon / (2 V) + 1/4``
+        per unit of variance. ``k`` was measured at 0.04-0.47 on the bench grid and the
+        corners of ``bench/pld_regimes.py`` (``bench/pld_grid_model.py``); with 0.45 and
+        the gap aimed at 0.85 of the target, the first grid meets the target up to k = 0.53
+        and the refinement in the callers is the fallback.
+        """
         if self._discretization is not None:
             return self._discretization
         steps = float(sum(c for _, c in groups))
@@ -579,12 +624,55 @@ class PLDAccountant(Accountant):
         width = _SQRT_SCALE * math.sqrt(allowed / steps)
         if spread > 0.0:
             width = min(width, _LINEAR_SCALE * allowed / spread)
+        if epsilon is not None and math.isfinite(epsilon) and epsilon > 0.0:
+            cumulants = [(c, self._coarse_cumulants(spec, direction)) for spec, c in groups]
+            variance = sum(c * k[0] for c, k in cumulants)
+            top = sum(c * float(self._coarse_parts(spec, direction)[1].max(initial=0.0)) for spec, c in groups)
+            if variance > 0.0 and self._near_gaussian(cumulants, variance, epsilon, top):
+                sensitivity = epsilon / (2.0 * variance) + 0.25
+                width = math.sqrt(_GAP_TARGET * allowed / (_GAP_CONSTANT * steps * sensitivity))
         # No finer than the cell budget of the widest step allows.
         widest = max(
             float(self._coarse(spec, direction).log_upper.size * self._coarse(spec, direction).discretization)
             for spec, _ in groups
         )
         return max(width, widest / (_MAX_CELLS / 4), _MIN_DISCRETIZATION)
+
+    @staticmethod
+    def _near_gaussian(
+        cumulants: list[tuple[int, tuple[float, float, float]]], variance: float, epsilon: float, top: float
+    ) -> bool:
+        """Whether the composed loss is close enough to normal for the grid's error model.
+
+        Skewness at most 1 and excess kurtosis at most 2 (from the steps' cumulants),
+        ``(epsilon - V/2) / sqrt(V)``, the normal quantile of delta there, at most 10, and
+        epsilon at least 3 standard deviations below the largest finite composed loss
+        ``top``. Elsewhere (tiny q, small sigma, few steps; bounded losses such as
+        Laplace's queried near their largest value) a few rare or extreme losses set
+        epsilon, the error there is first order in the grid width, and the variance says
+        little about it.
+        """
+        skew = sum(c * k[1] for c, k in cumulants) / variance**1.5
+        kurtosis = sum(c * k[2] for c, k in cumulants) / variance**2
+        scale = math.sqrt(variance)
+        quantile = (epsilon - 0.5 * variance) / scale
+        inside = top - epsilon >= 3.0 * scale
+        return abs(skew) <= 1.0 and abs(kurtosis) <= 2.0 and quantile <= _GAUSSIAN_QUANTILE and inside
+
+    def _coarse_cumulants(self, spec: _Spec, direction: str) -> tuple[float, float, float]:
+        """Second, third and fourth cumulants of one step's finite loss under P, from the coarse step."""
+        key = (spec, direction, "cumulants")
+        if key not in self._steps:
+            log_mass, loss = self._coarse_parts(spec, direction)
+            if log_mass.size == 0:
+                self._steps[key] = (0.0, 0.0, 0.0)
+            else:
+                mass = np.exp(log_mass - log_mass.max())
+                mass /= mass.sum()
+                centred = loss - float((mass * loss).sum())
+                m2, m3, m4 = (float((mass * centred**k).sum()) for k in (2, 3, 4))
+                self._steps[key] = (m2, m3, m4 - 3.0 * m2 * m2)
+        return self._steps[key]  # type: ignore[no-any-return]
 
     # -- composition by the number of rare steps (tiny sampling rates) ----------------------
 
@@ -679,7 +767,8 @@ class PLDAccountant(Accountant):
             order = sorted(self._directions(groups), key=lambda r: -self._guide_delta(groups, r, float(e)).value)
             for direction in order:
                 lo, up = self._delta_one_direction(groups, direction, float(e), lo_all, up_all)
-                if tests is not None and lo < (1.0 - self._relative_accuracy) * up:
+                # (A direction whose upper bound is below the other's lower bound cannot raise the maximum.)
+                if tests is not None and lo < (1.0 - self._relative_accuracy) * up and up > lo_all:
                     lo = max(lo, min(threshold_delta_lower(tests, float(e), direction), up))
                 lo_all, up_all = max(lo_all, lo), max(up_all, up)
             lower[index] = lo_all
@@ -702,7 +791,7 @@ class PLDAccountant(Accountant):
         tilt = self._tilt(guide.slope, guide.value)
         # log delta has slope ~ -(lambda + 1) in epsilon: a relative delta error r is an epsilon error r / (lambda + 1).
         allowed = self._relative_accuracy / (guide.slope + 1.0)
-        discretization = self._grid(groups, direction, allowed)
+        discretization = self._grid(groups, direction, allowed, epsilon)
         best_lower, best_upper = 0.0, 1.0
         split = self._split_applies(groups)
         if split and groups[0][0].sampling_probability <= _SPLIT_FIRST_RATE:
@@ -737,7 +826,7 @@ class PLDAccountant(Accountant):
                         retilted = 1
                         tilt = measured
                         allowed = self._relative_accuracy / (slope + 1.0)
-                        discretization = min(discretization, self._grid(groups, direction, allowed))
+                        discretization = min(discretization, self._grid(groups, direction, allowed, epsilon))
                         continue  # the next grid is judged as a first one (no "stopped paying" test yet)
             # A finer grid only helps where the grid limits the gap: stop once refining stops
             # paying (round-off limits the gap there; more tilt helps, below).
@@ -794,7 +883,8 @@ class PLDAccountant(Accountant):
             order = sorted(self._directions(groups), key=lambda r: -self._guide_epsilon(groups, r, float(target)).value)
             for direction in order:
                 lo, up = self._epsilon_one_direction(groups, direction, float(target), lo_all)
-                if tests is not None and lo < (1.0 - self._relative_accuracy) * up:
+                # (A direction whose upper bound is below the other's lower bound cannot raise the maximum.)
+                if tests is not None and lo < (1.0 - self._relative_accuracy) * up and up > lo_all:
                     lo = max(lo, min(threshold_epsilon_lower(tests, float(target), direction), up))
                 lo_all, up_all = max(lo_all, lo), max(up_all, up)
             lower[index] = lo_all
@@ -814,6 +904,10 @@ class PLDAccountant(Accountant):
         self, groups: list[tuple[_Spec, int]], direction: str, delta: float, irrelevant_below: float = 0.0
     ) -> tuple[float, float]:
         """Bounds for one direction; refinement stops once the upper bound is <= ``irrelevant_below``."""
+        if irrelevant_below > 0.0 and self._chernoff_upper(groups, direction, irrelevant_below) <= delta:
+            # Certified: delta(irrelevant_below) <= delta here, so this direction's epsilon is at
+            # most the other direction's lower bound and cannot change the maximum.
+            return 0.0, irrelevant_below
         guide = self._guide_epsilon(groups, direction, delta)
         best_lower, best_upper = 0.0, math.inf
         split = self._split_applies(groups)
@@ -829,7 +923,9 @@ class PLDAccountant(Accountant):
             if met():
                 return best_lower, best_upper
         allowed = self._relative_accuracy * guide.value
-        discretization = self._grid(groups, direction, allowed)
+        if irrelevant_below > guide.value:  # only the upper bound must stay below the other direction's
+            allowed = max(allowed, 0.5 * (irrelevant_below - guide.value))
+        discretization = self._grid(groups, direction, allowed, guide.value)
         for refinement in range(_REFINEMENTS + 1):
             lo, up = self._epsilon_at(groups, direction, delta, guide.slope, discretization)
             previous_gap = best_upper - best_lower
@@ -912,11 +1008,9 @@ def _minimise(objective: Any) -> _Guide:
     objective is not finite anywhere: no tilt).
     """
     grid = np.geomspace(1e-3, 1e4, 29)
-    values = []
-    for s in grid:
-        with np.errstate(over="ignore", invalid="ignore"):  # overflow at large slopes means "not here"
-            v = objective(float(s))
-        values.append(v if math.isfinite(v) else math.inf)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # overflow at large slopes means "not here"
+        values = np.asarray(objective(grid), dtype=np.float64)
+    values = np.where(np.isfinite(values), values, math.inf)
     best = int(np.argmin(values))
     if not math.isfinite(values[best]):
         return _Guide(math.inf, 0.0)
@@ -931,7 +1025,7 @@ def _minimise(objective: Any) -> _Guide:
         return v if math.isfinite(v) else math.inf
 
     fa, fb = f(a), f(b)
-    for _ in range(30):
+    for _ in range(16):  # the bracket (a factor 3.2 in lambda) shrinks to 1e-3 of its log-width
         if fa < fb:
             hi, b, fb = b, a, fa
             a = hi - ratio * (hi - lo)
@@ -941,7 +1035,7 @@ def _minimise(objective: Any) -> _Guide:
             b = lo + ratio * (hi - lo)
             fb = f(b)
     x = a if fa < fb else b
-    value = min(fa, fb, values[best])
+    value = float(min(fa, fb, values[best]))
     slope = math.exp(x) if min(fa, fb) <= values[best] else float(grid[best])
     return _Guide(value, slope)
 

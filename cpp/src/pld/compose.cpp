@@ -189,6 +189,15 @@ std::vector<double> compose(const std::vector<const Tilted*>& seqs, const std::v
   const double eta = fft::error_bound(size);
   const double e = (eta + 16.0 * kU) * (1.0 + 1e-6);  // the inputs sum to 1 up to their rounding
   std::vector<double> bound_s(total.size(), 0.0), bound_p(total.size(), 1.0);  // S_k and prod b^T so far
+  // A frequency whose bound prod b^T is below e^kDead, times the most the later groups can
+  // multiply it by (b <= 1 + 2e each: the inputs sum to 1), is set to 0 and skipped from then
+  // on: its exact value is below e^-800 (and so are its S_k terms, c e b^(c-1) <= c b^c), far
+  // below what the Parseval sum below can register; it is charged as e^-690 anyway.
+  constexpr double kDead = -800.0;
+  double growth = 0.0;  // log of the largest factor all groups together can apply
+  for (const double count : counts) growth += count * std::log1p(2.0 * e);
+  std::vector<unsigned char> dead(total.size(), 0);
+  std::size_t n_dead = 0;
   double rho = 0.0;
   for (std::size_t g = 0; g < seqs.size(); ++g) {
     std::fill(buffer.begin(), buffer.end(), 0.0);
@@ -200,14 +209,27 @@ std::vector<double> compose(const std::vector<const Tilted*>& seqs, const std::v
     }
     const std::vector<std::complex<double>> spectrum = plan.forward(buffer);
     const double count = counts[g];
+    // b below this makes a frequency dead when nothing before it shrank its bound (bound_p = 1).
+    const double b_dead = std::exp((kDead - growth) / count);
     for (std::size_t k = 0; k < total.size(); ++k) {
+      if (dead[k]) continue;
+      const double b = std::abs(spectrum[k]) + e;
+      const bool gone = bound_p[k] == 1.0 ? b < b_dead
+                                          : std::log(bound_p[k]) + count * std::log(b) + growth < kDead;
+      if (gone) {
+        dead[k] = 1;
+        ++n_dead;
+        total[k] = {0.0, 0.0};
+        bound_s[k] = bound_p[k] = 0.0;
+        continue;
+      }
       const std::complex<double> z = integer_power(spectrum[k], count);
       const double re = total[k].real() * z.real() - total[k].imag() * z.imag();
       const double im = total[k].real() * z.imag() + total[k].imag() * z.real();
       total[k] = {re, im};
-      const double log_b = std::log(std::abs(spectrum[k]) + e);
-      const double b_t = std::exp(count * log_b);
-      bound_s[k] = bound_s[k] * b_t + bound_p[k] * count * e * std::exp((count - 1.0) * log_b);
+      const double b_t = std::exp(count * std::log(b));
+      // b^(T-1) as b^T / b: two more roundings, covered by the (1 + 1e-10) below.
+      bound_s[k] = bound_s[k] * b_t + bound_p[k] * count * e * (b_t / b);
       bound_p[k] *= b_t;
     }
     // Repeated squaring raises each rounding to the power of the exponent still to come:
@@ -224,6 +246,7 @@ std::vector<double> compose(const std::vector<const Tilted*>& seqs, const std::v
     spec2 += w * a * a;
     err2 += w * d * d;
   }
+  err2 += 2.0 * static_cast<double>(n_dead) * 1e-300;  // (e^-690)^2 per dead frequency, both halves
   *error += (std::sqrt(err2) + eta * std::sqrt(spec2)) / std::sqrt(static_cast<double>(size)) * (1.0 + 1e-10) +
             8.0 * kU * static_cast<double>(seqs.size()) / static_cast<double>(size);
   const std::vector<double> circular = plan.inverse(total);
@@ -599,16 +622,9 @@ void ComposedPld::epsilon_bounds(double delta, double* lower, double* upper, boo
     *lower = *upper = 0.0;
     return;
   }
-  auto up = [&](double e) {
-    double lo = 0.0, hi = 0.0;
-    delta_bounds(e, &lo, &hi);
-    return hi;
-  };
-  auto down = [&](double e) {
-    double lo = 0.0, hi = 0.0;
-    delta_bounds(e, &lo, &hi);
-    return lo;
-  };
+  // Each bisection evaluates only its own bound (the lower one is the costlier).
+  auto up = [&](double e) { return upper_bound(e); };
+  auto down = [&](double e) { return lower_bound(e); };
   const double d = discretization_;
   const double start = std::max(0.0, window_low() + 2.0 * d);
   const double stop = window_high() + 1.0;
