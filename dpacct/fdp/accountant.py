@@ -23,6 +23,7 @@ from dpacct.fdp.jl import DPSGDJLMechanism
 from dpacct.fdp.tradeoff import TradeoffCurve
 from dpacct.mechanisms import Mechanism, PoissonSampledGaussianMechanism
 from dpacct.pld import PLDAccountant
+from dpacct.pld.accountant import _LOG_TAIL
 from dpacct.pld.accountant import _spec as _pld_spec
 from dpacct.results import Interval, Value
 
@@ -191,14 +192,15 @@ class _Engine(PLDAccountant):
                                    sampling_probability=spec.sampling_probability, r=spec.jl_dim, w_cap=spec.w_cap,
                                    quantiles=spec.quantiles, direction=direction, discretization=discretization)
 
-    def _composed(self, groups: list[tuple[Any, int]], direction: str, discretization: float, tilt: float) -> Any:
-        built = super()._composed(groups, direction, discretization, tilt)
+    def _composed(self, groups: list[tuple[Any, int]], direction: str, discretization: float, tilt: float,
+                  log_tail: float = _LOG_TAIL) -> Any:
+        built = super()._composed(groups, direction, discretization, tilt, log_tail)
         return built if isinstance(built, _Guarded) else _Guarded(built)
 
-    def _step(self, spec: Any, direction: str, discretization: float) -> Any:
+    def _step(self, spec: Any, direction: str, discretization: float, log_tail: float = _LOG_TAIL) -> Any:
         if not isinstance(spec, _JLSpec):
-            return super()._step(spec, direction, discretization)
-        key = (spec, direction, discretization)
+            return super()._step(spec, direction, discretization, log_tail)
+        key = (spec, direction, discretization)  # JL steps keep their own tail (e^-80)
         if key not in self._steps:
             if len(self._steps) > 64:
                 self._steps.clear()

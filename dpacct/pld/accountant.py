@@ -79,6 +79,7 @@ __all__ = ["Bounds", "PLDAccountant"]
 
 _DIRECTIONS = ("remove", "add")
 _LOG_TAIL = -80.0  # per step, P- and Q-mass beyond the clamp points of an unbounded loss is <= e^-80
+_QUERY_TAIL_MAX = -25.0  # the most an epsilon query cuts per step (PLDAccountant._query_tail)
 _MAX_CELLS = 2**24  # most grid points one step may use
 _COARSE_CELLS = 4096  # grid points of the coarse discretisation that guides the choice of grid
 _REFINEMENTS = 3  # grid refinements when a query's gap exceeds the target
@@ -304,17 +305,22 @@ def _cached_step(spec: _Spec, direction: str, discretization: float) -> Any:
     return _build_step(spec, direction, discretization)
 
 
-def _build_step(spec: _Spec, direction: str, discretization: float) -> Any:
-    """One discretised step (``_core.pld.Step``) of ``spec`` in one direction."""
+def _build_step(spec: _Spec, direction: str, discretization: float, log_tail: float = _LOG_TAIL) -> Any:
+    """One discretised step (``_core.pld.Step``) of ``spec`` in one direction.
+
+    ``log_tail`` bounds (log) the P- and Q-mass cut off beyond the clamp points of an
+    unbounded loss (charged to delta); it applies to the Gaussian, Laplace and mixture
+    kinds, the composite kinds keep e^-80.
+    """
     q, d = spec.sampling_probability, discretization
     if spec.kind == "gaussian":
-        return _core.pld.gaussian_step(spec.parameters[0], q, direction, d, _LOG_TAIL, _MAX_CELLS)
+        return _core.pld.gaussian_step(spec.parameters[0], q, direction, d, log_tail, _MAX_CELLS)
     if spec.kind == "laplace":
-        return _core.pld.laplace_step(spec.parameters[0], q, direction, d, _LOG_TAIL, _MAX_CELLS)
+        return _core.pld.laplace_step(spec.parameters[0], q, direction, d, log_tail, _MAX_CELLS)
     if spec.kind == "mixture":
         sigma, sens, probs = spec.parameters
         return _core.pld.mixture_gaussian_step(
-            sigma, np.asarray(sens), np.asarray(probs), q, direction, d, _LOG_TAIL, _MAX_CELLS
+            sigma, np.asarray(sens), np.asarray(probs), q, direction, d, log_tail, _MAX_CELLS
         )
     if spec.kind == "labelled":
         # The hit count L revealed: a mixture of Poisson-subsampled Gaussian steps with sensitivity
@@ -466,12 +472,12 @@ class PLDAccountant(Accountant):
         # Symmetric pairs have the same loss distribution in both directions.
         return ("remove",) if all(spec.symmetric for spec, _ in groups) else _DIRECTIONS
 
-    def _step(self, spec: _Spec, direction: str, discretization: float) -> Any:
-        key = (spec, direction, discretization)
+    def _step(self, spec: _Spec, direction: str, discretization: float, log_tail: float = _LOG_TAIL) -> Any:
+        key = (spec, direction, discretization, log_tail)
         if key not in self._steps:
             if len(self._steps) > 64:
                 self._steps.clear()
-            self._steps[key] = _build_step(spec, direction, discretization)
+            self._steps[key] = _build_step(spec, direction, discretization, log_tail)
         return self._steps[key]
 
     def _coarse(self, spec: _Spec, direction: str) -> Any:
@@ -489,14 +495,17 @@ class PLDAccountant(Accountant):
             self._steps[key] = (log_mass[keep], loss[keep])
         return self._steps[key]  # type: ignore[no-any-return]
 
-    def _composed(self, groups: list[tuple[_Spec, int]], direction: str, discretization: float, tilt: float) -> Any:
+    def _composed(
+        self, groups: list[tuple[_Spec, int]], direction: str, discretization: float, tilt: float,
+        log_tail: float = _LOG_TAIL,
+    ) -> Any:
         """The composition on one grid and tilt, coarsened (still certified) when it does not fit in max_size."""
-        key = (direction, discretization, round(tilt, 6))
+        key = (direction, discretization, round(tilt, 6), log_tail)
         if key not in self._composed_cache:
             d = discretization
             while True:
                 try:
-                    steps = [self._step(spec, direction, d) for spec, _ in groups]
+                    steps = [self._step(spec, direction, d, log_tail) for spec, _ in groups]
                     built = _core.pld.ComposedPld(steps, [float(c) for _, c in groups], tilt, self._max_size)
                 except ValueError as error:
                     if "increase discretization" not in str(error) or d >= self._coarsest:
@@ -587,6 +596,19 @@ class PLDAccountant(Accountant):
         return min(1.0, infinite * (1.0 + 1e-9) + math.exp(min(log_chernoff + margin, 0.0)))
 
     @staticmethod
+    def _query_tail(groups: list[tuple[_Spec, int]], delta: float) -> float:
+        """The log tail mass each step may cut off in an epsilon query at ``delta``.
+
+        The cut mass goes to loss +inf and raises the composed delta by at most
+        ``T e^tail``; ``1e-4 delta / T`` of it moves epsilon by about 1e-4 / (lambda + 1)
+        relative, far inside the accuracy target, and it shortens the steps (a Gaussian
+        cut at e^-28 rather than e^-80 spans about half the standard deviations). Kept
+        between e^-80 and e^-25.
+        """
+        steps = float(sum(c for _, c in groups))
+        return min(max(math.log(1e-4 * delta / max(steps, 1.0)), _LOG_TAIL), _QUERY_TAIL_MAX)
+
+    @staticmethod
     def _tilt(slope: float, delta_scale: float) -> float:
         """The tilt for a query whose Chernoff slope is ``slope`` around delta ~ ``delta_scale``.
 
@@ -670,7 +692,8 @@ class PLDAccountant(Accountant):
                 mass = np.exp(log_mass - log_mass.max())
                 mass /= mass.sum()
                 centred = loss - float((mass * loss).sum())
-                m2, m3, m4 = (float((mass * centred**k).sum()) for k in (2, 3, 4))
+                square = centred * centred
+                m2, m3, m4 = (float((mass * x).sum()) for x in (square, square * centred, square * square))
                 self._steps[key] = (m2, m3, m4 - 3.0 * m2 * m2)
         return self._steps[key]  # type: ignore[no-any-return]
 
@@ -951,7 +974,8 @@ class PLDAccountant(Accountant):
         best_lower, best_upper = 0.0, math.inf
         for _attempt in range(6):
             tilt = self._tilt(slope, delta)
-            lo, up, below_window = self._composed(groups, direction, discretization, tilt).epsilon_bounds(delta)
+            composed = self._composed(groups, direction, discretization, tilt, self._query_tail(groups, delta))
+            lo, up, below_window = composed.epsilon_bounds(delta)
             best_lower, best_upper = max(best_lower, lo), min(best_upper, up)
             if (not below_window and math.isfinite(up)) or tilt == 0.0:
                 break
@@ -1007,7 +1031,7 @@ def _minimise(objective: Any) -> _Guide:
     Returns the value (``inf`` if nowhere finite) and the minimiser (0 when the
     objective is not finite anywhere: no tilt).
     """
-    grid = np.geomspace(1e-3, 1e4, 29)
+    grid = np.geomspace(1e-3, 1e4, 15)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # overflow at large slopes means "not here"
         values = np.asarray(objective(grid), dtype=np.float64)
     values = np.where(np.isfinite(values), values, math.inf)
@@ -1025,7 +1049,7 @@ def _minimise(objective: Any) -> _Guide:
         return v if math.isfinite(v) else math.inf
 
     fa, fb = f(a), f(b)
-    for _ in range(16):  # the bracket (a factor 3.2 in lambda) shrinks to 1e-3 of its log-width
+    for _ in range(17):  # the bracket (a factor 10 in lambda) shrinks to 1e-3 of its log-width
         if fa < fb:
             hi, b, fb = b, a, fa
             a = hi - ratio * (hi - lo)

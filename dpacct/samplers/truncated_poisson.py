@@ -354,8 +354,8 @@ class _Engine(PLDAccountant):
     def _groups(self) -> list[tuple[Any, int]]:
         return list(self._fixed)
 
-    def _step(self, spec: Any, direction: str, discretization: float) -> Any:
-        key = (spec, direction, discretization)
+    def _step(self, spec: Any, direction: str, discretization: float, log_tail: float = _LOG_TAIL) -> Any:
+        key = (spec, direction, discretization)  # the mixture's components keep the tail e^-80
         if key not in self._steps:
             if len(self._steps) > 64:
                 self._steps.clear()

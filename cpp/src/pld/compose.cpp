@@ -276,6 +276,27 @@ std::vector<double> suffix_sums(const std::vector<double>& c, double slope, doub
   return s;
 }
 
+// The largest value(i) found by climbing from `start` in both directions, stepping
+// over runs of up to 64 entries that do not improve (labels left empty).
+template <class F>
+double climb(F value, long start, long n) {
+  long at = start;
+  double local = value(at);
+  for (int dir : {-1, 1}) {
+    for (long i = at + dir, steps = 0, flat = 0; i >= 0 && i < n && steps < 65536; i += dir, ++steps) {
+      const double v = value(i);
+      if (v > local) {
+        local = v;
+        at = i;
+        flat = 0;
+      } else if (++flat >= 64) {
+        break;
+      }
+    }
+  }
+  return local;
+}
+
 }  // namespace
 
 ComposedPld::ComposedPld(const std::vector<std::pair<const StepPmf*, double>>& groups, double tilt,
@@ -579,28 +600,77 @@ double ComposedPld::lower_bound(double epsilon) const {
   // computed crossing by a few entries, and labels left empty (a coarse
   // partition) break the monotonicity the search relies on; the label sum
   // tracks the loss (P_K / Q_K ~ e^{K D}), so the crossing is also near
-  // K = eps / D. Climb to the local maximum from both starting points,
-  // stepping over runs of entries that do not improve (empty labels).
-  double best = 0.0;
+  // K = eps / D. Climb to the local maximum from both starting points.
   const long guess = std::clamp(static_cast<long>(std::ceil(epsilon / d)) - cells_start_, 0L, n - 1);
-  for (long start : {hi, guess}) {
-    long at = start;
-    double local = value_at(at);
-    for (int dir : {-1, 1}) {
-      for (long i = at + dir, steps = 0, flat = 0; i >= 0 && i < n && steps < 65536; i += dir, ++steps) {
-        const double v = value_at(i);
-        if (v > local) {
-          local = v;
-          at = i;
-          flat = 0;
-        } else if (++flat >= 64) {
-          break;
-        }
+  const double best = std::max({0.0, climb(value_at, hi, n), climb(value_at, guess, n)});
+  return std::min(std::max(best, any_infinity_lower_), 1.0);
+}
+
+// The largest epsilon that the threshold tests certify below epsilon(delta):
+// P(K >= j) - e^eps Q(K >= j) > delta for eps < eps_j = log(P(K >= j) - delta) - log Q(K >= j)
+// (P taken low, Q high, as in lower_bound), so epsilon(delta) >= eps_j for every j; the
+// best j lies near the crossing of the per-entry likelihood ratio with e^eps, searched
+// from the tests that lower_bound(near) would use. One pass of a few hundred entries
+// instead of a bisection over lower_bound.
+double ComposedPld::epsilon_lower(double delta, double near) const {
+  if (any_infinity_lower_ > delta) return kInf;
+  if (sp_.empty()) return 0.0;
+  const double d = discretization_;
+  const long n = static_cast<long>(size_);
+  const double err_p = entry_error_p_ * weight_norm(tilt_, d, size_) + 2.0 * std::exp(log_tail_c_);
+  const double err_q = entry_error_q_ * weight_norm(tilt_ + 1.0, d, size_) + std::exp(log_tail_c_);
+  const double factor_p = std::exp(-log_rounding_) * (1.0 - 16.0 * kU * static_cast<double>(size_));
+  const double factor_q = std::exp(log_rounding_) * (1.0 + 16.0 * kU * static_cast<double>(size_));
+  const double log_infinity = any_infinity_lower_ > 0.0 ? std::log(any_infinity_lower_) : kNegInf;
+  const double log_delta = std::log(delta);
+  auto epsilon_at = [&](long i) {
+    const double kd = static_cast<double>(cells_start_ + i) * d;
+    const double p_part = (sp_[static_cast<std::size_t>(i)] - err_p) * factor_p;
+    const double log_p_finite = p_part > 0.0 ? log_shift_p_ - tilt_ * kd + std::log(p_part) : kNegInf;
+    const double log_p = log_add(log_p_finite, log_infinity);
+    if (!(log_p > log_delta)) return kNegInf;
+    const double q_part = (sq_[static_cast<std::size_t>(i)] + err_q) * factor_q;
+    if (!(q_part > 0.0)) return kInf;  // cannot happen: err_q > 0
+    const double log_q = log_shift_q_ - (tilt_ + 1.0) * kd + std::log(q_part);
+    // Each log above errs by a few ulps of the magnitudes summed; taken off.
+    const double magnitude = std::fabs(log_shift_p_) + std::fabs(log_shift_q_) + (2.0 * tilt_ + 1.0) * std::fabs(kd) +
+                             std::fabs(log_p) + std::fabs(log_q) + 8.0;
+    return log_p + log1mexp(log_delta - log_p) - log_q - 32.0 * kU * magnitude;
+  };
+  const double e = std::isfinite(near) ? std::max(near, 0.0) : 0.0;
+  // Start where lower_bound(e) would: the crossing of the per-entry ratio, and K = e / D.
+  const double rp = std::exp(-tilt_ * d), rq = std::exp(-(tilt_ + 1.0) * d);
+  const double offset = e + log_shift_q_ - log_shift_p_;
+  auto entry = [&](const std::vector<double>& s, double r, long i) {
+    return s[static_cast<std::size_t>(i)] - (i + 1 < n ? r * s[static_cast<std::size_t>(i + 1)] : 0.0);
+  };
+  auto p_wins = [&](long i) {
+    const double cp = entry(sp_, rp, i), cq = entry(sq_, rq, i);
+    if (!(cp > 0.0)) return false;
+    if (!(cq > 0.0)) return true;
+    return std::log(cp) - std::log(cq) >= offset - static_cast<double>(cells_start_ + i) * d;
+  };
+  long lo = reliable_low_, hi = reliable_high_;
+  if (p_wins(lo)) {
+    hi = lo;
+  } else if (p_wins(hi)) {
+    while (hi - lo > 1) {
+      const long mid = lo + (hi - lo) / 2;
+      if (p_wins(mid)) {
+        hi = mid;
+      } else {
+        lo = mid;
       }
     }
-    best = std::max(best, local);
   }
-  return std::min(std::max(best, any_infinity_lower_), 1.0);
+  const long guess = std::clamp(static_cast<long>(std::ceil(e / d)) - cells_start_, 0L, n - 1);
+  double best = std::max(climb(epsilon_at, hi, n), climb(epsilon_at, guess, n));
+  if (!(best > 0.0)) {
+    // Nothing near the start (no finite upper answer to start from, e.g. an optimistic
+    // PLD alone): every test, once.
+    for (long i = 0; i < n; ++i) best = std::max(best, epsilon_at(i));
+  }
+  return std::max(best, 0.0);
 }
 
 void ComposedPld::delta_bounds(double epsilon, double* lower, double* upper) const {
@@ -622,9 +692,7 @@ void ComposedPld::epsilon_bounds(double delta, double* lower, double* upper, boo
     *lower = *upper = 0.0;
     return;
   }
-  // Each bisection evaluates only its own bound (the lower one is the costlier).
   auto up = [&](double e) { return upper_bound(e); };
-  auto down = [&](double e) { return lower_bound(e); };
   const double d = discretization_;
   const double start = std::max(0.0, window_low() + 2.0 * d);
   const double stop = window_high() + 1.0;
@@ -637,22 +705,8 @@ void ComposedPld::epsilon_bounds(double delta, double* lower, double* upper, boo
   } else {
     *upper = detail::bisect([&](double e) { return up(e) <= delta; }, start, stop, false);
   }
-  // Lower bound: every eps with lower(eps) > delta is below the true epsilon.
-  // The lower bound is informative only near the tilt point (far below it the
-  // round-off terms swamp it), so bracket downward from the upper answer.
-  *lower = 0.0;
-  double anchor = std::isfinite(*upper) ? *upper : stop;
-  double width = std::max(1e-3 * anchor, 1e-6);
-  while (anchor > 0.0) {
-    const double probe = std::max(anchor - width, 0.0);
-    if (down(probe) > delta) {
-      *lower = detail::bisect([&](double e) { return down(e) <= delta; }, probe, anchor, true);
-      break;
-    }
-    anchor = probe;
-    width *= 2.0;
-  }
-  *lower = std::min(*lower, *upper);
+  // Lower bound: directly from the threshold tests near the upper answer.
+  *lower = std::min(epsilon_lower(delta, std::isfinite(*upper) ? *upper : stop), *upper);
 }
 
 }  // namespace dpacct::pld

@@ -113,6 +113,8 @@ class ComposedPld {
  private:
   double upper_bound(double epsilon) const;
   double lower_bound(double epsilon) const;
+  // The best certified lower bound on epsilon(delta) from the threshold tests near `near`.
+  double epsilon_lower(double delta, double near) const;
 
   double discretization_ = 0.0;
   double tilt_ = 0.0;
