@@ -195,13 +195,14 @@ def pld_floor_table(cases: list[Case]) -> list[str]:
              "scipy round trips | dpacct / scipy |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for case in cases:
         def query() -> tuple[float, float, list[int], int]:
+            dpacct.pld.clear_cache()  # a cold query, as in the table above
             acct = dpacct.PLDAccountant().step(noise_multiplier=case.noise_multiplier,
                                                sampling_probability=case.sampling_probability, count=case.steps)
             lower, upper = acct.epsilon_bounds(case.delta)
             # The composed grids are private state; read here only to size the comparison.
             # The final grid of a direction is its finest (smallest discretization).
             final: dict[str, tuple[float, int]] = {}
-            for (direction, width, _tilt), c in acct._composed_cache.items():
+            for (direction, width, _tilt, _tail), c in acct._composed_cache.items():
                 if direction not in final or width < final[direction][0]:
                     final[direction] = (float(width), int(c.size))
             sizes = [final[d][1] for d in ("remove", "add") if d in final]

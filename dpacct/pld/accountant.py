@@ -75,7 +75,7 @@ from dpacct.mechanisms import (
     TruncatedPoissonSampledGaussianMechanism,
 )
 
-__all__ = ["Bounds", "PLDAccountant"]
+__all__ = ["Bounds", "PLDAccountant", "clear_cache"]
 
 _DIRECTIONS = ("remove", "add")
 _LOG_TAIL = -80.0  # per step, P- and Q-mass beyond the clamp points of an unbounded loss is <= e^-80
@@ -289,6 +289,12 @@ def _mixture_pair_step(sigma: float, means_p: tuple[float, ...], weights_p: tupl
         log_p, err_p, log_q, err_q = log_q, err_q, log_p, err_p
     log_p, log_q = log_p + np.log1p(-np.minimum(err_p, 0.5)), log_q + np.log1p(err_q)
     return _core.pld.cells_step(log_p, log_q, None, d, _MAX_CELLS)
+
+
+def clear_cache() -> None:
+    """Forget the steps cached across accountants (coarse guides and composite parts; see benchmarks)."""
+    _coarse_step.cache_clear()
+    _cached_step.cache_clear()
 
 
 @functools.lru_cache(maxsize=64)
