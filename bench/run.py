@@ -202,7 +202,7 @@ def pld_floor_table(cases: list[Case]) -> list[str]:
             # The composed grids are private state; read here only to size the comparison.
             # The final grid of a direction is its finest (smallest discretization).
             final: dict[str, tuple[float, int]] = {}
-            for (direction, width, _tilt, _tail), c in acct._composed_cache.items():
+            for (direction, width, _tilt, _tail, _size), c in acct._composed_cache.items():
                 if direction not in final or width < final[direction][0]:
                     final[direction] = (float(width), int(c.size))
             sizes = [final[d][1] for d in ("remove", "add") if d in final]

@@ -193,8 +193,8 @@ class _Engine(PLDAccountant):
                                    quantiles=spec.quantiles, direction=direction, discretization=discretization)
 
     def _composed(self, groups: list[tuple[Any, int]], direction: str, discretization: float, tilt: float,
-                  log_tail: float = _LOG_TAIL) -> Any:
-        built = super()._composed(groups, direction, discretization, tilt, log_tail)
+                  log_tail: float = _LOG_TAIL, max_size: int | None = None) -> Any:
+        built = super()._composed(groups, direction, discretization, tilt, log_tail, max_size)
         return built if isinstance(built, _Guarded) else _Guarded(built)
 
     def _step(self, spec: Any, direction: str, discretization: float, log_tail: float = _LOG_TAIL) -> Any:
