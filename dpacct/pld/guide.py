@@ -33,7 +33,7 @@ def noise_multiplier_guide(*, sampling_probability: float, steps: int, delta: fl
 
 
 # Accuracies of the cheap PLD probes that narrow the bracket before the default grid is used.
-_PLD_PROBE_ACCURACIES = (0.1, 0.03, 0.01)
+_PLD_PROBE_ACCURACIES = (0.03, 0.01)
 # The PLD bracket is not narrowed below this relative width: the default grid's own error
 # (about 0.5% of epsilon) dominates there, and every probe is a full PLD evaluation.
 PLD_MIN_RTOL = 1e-3
