@@ -205,3 +205,44 @@ def test_a_direction_below_the_other_is_skipped_soundly() -> None:
         lower, upper = acct.delta_bounds(eps)
         assert lower - 1e-9 <= exact <= upper + 1e-9
         assert upper - lower <= 0.01 * upper
+
+
+@pytest.mark.parametrize("delta", [1e-5, 1e-14])
+def test_long_compositions_bracket_the_exact_curve_with_the_query_tail(delta: float) -> None:
+    """10^6 Gaussians of sigma = 1000 are one of sigma = 1: the tail each step cuts (1e-4 delta / T, charged
+
+    to delta) must keep the exact epsilon inside the interval, down to delta = 1e-14.
+    """
+    acct = PLDAccountant().compose(GaussianMechanism(noise_multiplier=1000.0), 10**6)
+    lower, upper = acct.epsilon_bounds(delta)
+    exact = gaussian.epsilon_for_delta(noise_multiplier=1.0, delta=delta)
+    assert lower <= exact <= upper
+    assert upper - lower <= MAX_RELATIVE_GAP * exact
+
+
+@pytest.mark.parametrize(("sigma", "q", "steps"), [(1.1, 256 / 60000, 1000), (1.1, 256 / 60000, 10_000),
+                                                    (4.0, 0.01, 10_000), (0.8, 1e-3, 10_000), (2.0, 0.1, 1000)])
+def test_first_grid_meets_the_target_on_the_bench_grid(sigma: float, q: float, steps: int) -> None:
+    """The grid error model (PLDAccountant._grid, constants from bench/pld_grid_model.py) picks a grid
+    that meets the 0.5 % target at once: one composition per direction, no refinement."""
+    acct = PLDAccountant().step(noise_multiplier=sigma, sampling_probability=q, count=steps)
+    lower, upper = acct.epsilon_bounds(1e-5)
+    assert upper - lower <= 0.005 * upper
+    assert len(acct._composed_cache) == 2  # remove and add, one grid each
+
+
+def test_whole_grid_fallback_after_the_split_composition_stays_small() -> None:
+    """sigma = 0.5, q = 1e-7, T = 1e7 (issue 10): once the split composition has certified an answer, the
+    whole-grid composer may only narrow it on grids of at most 2^20 points (it took 2^22, 1.2 GB, before)."""
+    acct = PLDAccountant().step(noise_multiplier=0.5, sampling_probability=1e-7, count=10**7)
+    lower, upper = acct.epsilon_bounds(1e-6)
+    assert 0.0 < lower <= upper < 0.011
+    assert max(composed.size for composed in acct._composed_cache.values()) <= 2**20
+
+
+def test_clear_cache_forgets_steps_and_keeps_answers() -> None:
+    """dpacct.pld.clear_cache() (for benchmarks: cold queries) changes no answer."""
+    first = PLDAccountant().step(noise_multiplier=1.0, sampling_probability=0.01, count=100).epsilon_bounds(1e-5)
+    dpacct.pld.clear_cache()
+    again = PLDAccountant().step(noise_multiplier=1.0, sampling_probability=0.01, count=100).epsilon_bounds(1e-5)
+    assert (float(first.lower), float(first.upper)) == (float(again.lower), float(again.upper))
