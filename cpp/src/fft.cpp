@@ -111,12 +111,19 @@ RealPlan::RealPlan(std::size_t n) : n_(n), half_(n >= 2 ? n / 2 : 1) {
 // E_k = (Z_k + conj(Z_{m-k}))/2 and O_k = (Z_k - conj(Z_{m-k}))/(2i) are the
 // transforms of the even and odd samples, and X_k = E_k + w^k O_k.
 std::vector<std::complex<double>> RealPlan::forward(const std::vector<double>& x) const {
+  std::vector<std::complex<double>> out;
+  forward(x, out);
+  return out;
+}
+
+void RealPlan::forward(const std::vector<double>& x, std::vector<std::complex<double>>& out) const {
   if (x.size() != n_) throw std::invalid_argument("real fft data size does not match the plan");
   const std::size_t m = n_ / 2;
-  std::vector<std::complex<double>> z(m);
+  std::vector<std::complex<double>>& z = work_;
+  z.resize(m);
   for (std::size_t j = 0; j < m; ++j) z[j] = {x[2 * j], x[2 * j + 1]};
   half_.forward(z);
-  std::vector<std::complex<double>> out(m + 1);
+  out.resize(m + 1);
   const std::complex<double> half_i(0.0, -0.5);  // 1/(2i)
   for (std::size_t k = 0; k <= m; ++k) {
     const std::complex<double> zk = z[k % m];
@@ -125,16 +132,22 @@ std::vector<std::complex<double>> RealPlan::forward(const std::vector<double>& x
     const std::complex<double> odd = half_i * (zk - zc);
     out[k] = even + twiddles_[k] * odd;
   }
-  return out;
 }
 
 // Inverse of the above: E_k = (X_k + conj(X_{m-k}))/2, O_k = (X_k - conj(X_{m-k})) conj(w^k)/2,
 // z = IFFT_{n/2}(E + i O) gives (n/2) (x_even + i x_odd); scaled by 2 to match the
 // unnormalised length-n inverse.
 std::vector<double> RealPlan::inverse(const std::vector<std::complex<double>>& spectrum) const {
+  std::vector<double> out;
+  inverse(spectrum, out);
+  return out;
+}
+
+void RealPlan::inverse(const std::vector<std::complex<double>>& spectrum, std::vector<double>& out) const {
   const std::size_t m = n_ / 2;
   if (spectrum.size() != m + 1) throw std::invalid_argument("real fft spectrum size does not match the plan");
-  std::vector<std::complex<double>> z(m);
+  std::vector<std::complex<double>>& z = work_;
+  z.resize(m);
   const std::complex<double> i_unit(0.0, 1.0);
   for (std::size_t k = 0; k < m; ++k) {
     const std::complex<double> xk = spectrum[k];
@@ -144,12 +157,11 @@ std::vector<double> RealPlan::inverse(const std::vector<std::complex<double>>& s
     z[k] = even + i_unit * odd;
   }
   half_.inverse(z);
-  std::vector<double> out(n_);
+  out.resize(n_);
   for (std::size_t j = 0; j < m; ++j) {
     out[2 * j] = 2.0 * z[j].real();
     out[2 * j + 1] = 2.0 * z[j].imag();
   }
-  return out;
 }
 
 double error_bound(std::size_t n) {

@@ -37,11 +37,17 @@ class RealPlan {
   std::vector<std::complex<double>> forward(const std::vector<double>& x) const;
   // x_j = sum_k X_k exp(+2 pi i jk/n) (no 1/n) from the half spectrum X_0..X_{n/2}.
   std::vector<double> inverse(const std::vector<std::complex<double>>& spectrum) const;
+  // The same into caller-owned vectors (resized as needed): repeated transforms of one
+  // size then allocate nothing (fresh pages of large vectors cost as much as a transform).
+  // Not thread-safe: the plan keeps one work vector.
+  void forward(const std::vector<double>& x, std::vector<std::complex<double>>& out) const;
+  void inverse(const std::vector<std::complex<double>>& spectrum, std::vector<double>& out) const;
 
  private:
   std::size_t n_;
   Plan half_;
   std::vector<std::complex<double>> twiddles_;  // exp(-2 pi i k / n), k <= n/2
+  mutable std::vector<std::complex<double>> work_;  // the half-size complex transform
 };
 
 // Relative error bound (2-norm) of one transform of size n:

@@ -167,28 +167,41 @@ bool prefer_full(double full_span, double window_span) {
 // error_bound(N) ||Z||; Parseval turns the spectrum's 2-norm into the entries'. Unlike a
 // bound of T e ||p||_2 this follows the composed distribution: the spectrum of a spread
 // composition decays, so far fewer than T e of error remain.
-std::vector<double> compose(const std::vector<const Tilted*>& seqs, const std::vector<double>& counts,
-                            const fft::RealPlan& plan, long start, std::size_t single_size, double* error) {
+// Vectors reused by the compositions of one ComposedPld (fresh pages of large vectors
+// cost about as much as a transform).
+struct Workspace {
+  std::vector<double> buffer, circular, bound_s, bound_p;
+  std::vector<std::complex<double>> spectrum, total;
+  std::vector<unsigned char> dead;
+};
+
+void compose(const std::vector<const Tilted*>& seqs, const std::vector<double>& counts, const fft::RealPlan& plan,
+             long start, std::size_t single_size, Workspace& ws, std::vector<double>& out, double* error) {
   // Exact but for underflow: a tilted entry (or a suffix-sum term) below the double range
   // is lost, at most denorm_min each; under a strong tilt the scale e^{log_shift - tilt K D}
   // can make even that matter, so it is charged like round-off.
   *error = 4.0 * static_cast<double>(std::max(single_size, plan.size()) + 2) * std::numeric_limits<double>::denorm_min();
   if (single_size > 0) {  // one step, count 1: its own entries, exactly
-    std::vector<double> out(single_size, 0.0);
+    out.assign(single_size, 0.0);
     const Tilted& t = *seqs[0];
     for (std::size_t j = 0; j < t.p.size(); ++j) {
       const long i = t.low + static_cast<long>(j) - start;
       if (i >= 0 && i < static_cast<long>(single_size)) out[static_cast<std::size_t>(i)] = t.p[j];
     }
-    return out;
+    return;
   }
   const std::size_t size = plan.size();
   const auto n_mod = static_cast<long>(size);
-  std::vector<std::complex<double>> total(size / 2 + 1, {1.0, 0.0});
-  std::vector<double> buffer(size);
+  std::vector<std::complex<double>>& total = ws.total;
+  total.assign(size / 2 + 1, {1.0, 0.0});
+  std::vector<double>& buffer = ws.buffer;
+  buffer.resize(size);
   const double eta = fft::error_bound(size);
   const double e = (eta + 16.0 * kU) * (1.0 + 1e-6);  // the inputs sum to 1 up to their rounding
-  std::vector<double> bound_s(total.size(), 0.0), bound_p(total.size(), 1.0);  // S_k and prod b^T so far
+  std::vector<double>& bound_s = ws.bound_s;  // S_k and prod b^T so far
+  std::vector<double>& bound_p = ws.bound_p;
+  bound_s.assign(total.size(), 0.0);
+  bound_p.assign(total.size(), 1.0);
   // A frequency whose bound prod b^T is below e^kDead, times the most the later groups can
   // multiply it by (b <= 1 + 2e each: the inputs sum to 1), is set to 0 and skipped from then
   // on: its exact value is below e^-800 (and so are its S_k terms, c e b^(c-1) <= c b^c), far
@@ -196,7 +209,8 @@ std::vector<double> compose(const std::vector<const Tilted*>& seqs, const std::v
   constexpr double kDead = -800.0;
   double growth = 0.0;  // log of the largest factor all groups together can apply
   for (const double count : counts) growth += count * std::log1p(2.0 * e);
-  std::vector<unsigned char> dead(total.size(), 0);
+  std::vector<unsigned char>& dead = ws.dead;
+  dead.assign(total.size(), 0);
   std::size_t n_dead = 0;
   double rho = 0.0;
   for (std::size_t g = 0; g < seqs.size(); ++g) {
@@ -207,7 +221,8 @@ std::vector<double> compose(const std::vector<const Tilted*>& seqs, const std::v
       if (index < 0) index += n_mod;
       buffer[static_cast<std::size_t>(index)] += t.p[j];
     }
-    const std::vector<std::complex<double>> spectrum = plan.forward(buffer);
+    std::vector<std::complex<double>>& spectrum = ws.spectrum;
+    plan.forward(buffer, spectrum);
     const double count = counts[g];
     // b below this makes a frequency dead when nothing before it shrank its bound (bound_p = 1).
     const double b_dead = std::exp((kDead - growth) / count);
@@ -249,15 +264,16 @@ std::vector<double> compose(const std::vector<const Tilted*>& seqs, const std::v
   err2 += 2.0 * static_cast<double>(n_dead) * 1e-300;  // (e^-690)^2 per dead frequency, both halves
   *error += (std::sqrt(err2) + eta * std::sqrt(spec2)) / std::sqrt(static_cast<double>(size)) * (1.0 + 1e-10) +
             8.0 * kU * static_cast<double>(seqs.size()) / static_cast<double>(size);
-  const std::vector<double> circular = plan.inverse(total);
-  std::vector<double> out(size);
+  std::vector<double>& circular = ws.circular;
+  plan.inverse(total, circular);
+  out.resize(size);
   const double inv_n = 1.0 / static_cast<double>(size);
+  long r = start % n_mod;
+  if (r < 0) r += n_mod;
   for (std::size_t i = 0; i < size; ++i) {
-    long r = (start + static_cast<long>(i)) % n_mod;
-    if (r < 0) r += n_mod;
     out[i] = std::max(circular[static_cast<std::size_t>(r)] * inv_n, 0.0);  // FFT noise below 0 -> 0
+    if (++r == n_mod) r = 0;
   }
-  return out;
 }
 
 // sqrt(sum_{j >= 0, j < n} e^{-2 slope j D}): with the 2-norm round-off bound e2 of
@@ -410,17 +426,20 @@ ComposedPld::ComposedPld(const std::vector<std::pair<const StepPmf*, double>>& g
   }
   size_ = size;
   const fft::RealPlan plan(single_ ? 2 : size_);
+  Workspace ws;
+  std::vector<double> cp, cq;
   if (!pu.empty()) {
     window_start_ = static_cast<long>(std::floor(low_u / d + (log_tail_u_ == kNegInf ? 0.5 : 0.0)));
-    const std::vector<double> c = compose(pu, counts, plan, window_start_, single_ ? size_ : 0, &entry_error_u_);
+    std::vector<double>& c = cp;  // reused for the P-labels below
+    compose(pu, counts, plan, window_start_, single_ ? size_ : 0, ws, c, &entry_error_u_);
     s1_ = suffix_sums(c, tilt, d);
     s2_ = suffix_sums(c, tilt + 1.0, d);
   }
   if (!pp.empty()) {
     cells_start_ = static_cast<long>(std::floor(low_c / d + (log_tail_c_ == kNegInf ? 0.5 : 0.0)));
-    const std::vector<double> cp = compose(pp, counts, plan, cells_start_, single_ ? size_ : 0, &entry_error_p_);
+    compose(pp, counts, plan, cells_start_, single_ ? size_ : 0, ws, cp, &entry_error_p_);
     sp_ = suffix_sums(cp, tilt, d);
-    const std::vector<double> cq = compose(pq, counts, plan, cells_start_, single_ ? size_ : 0, &entry_error_q_);
+    compose(pq, counts, plan, cells_start_, single_ ? size_ : 0, ws, cq, &entry_error_q_);
     sq_ = suffix_sums(cq, tilt + 1.0, d);
     // The entries that stand well above round-off and aliasing, around the mode of P.
     const double floor_p = 4.0 * (entry_error_p_ + 2.0 * std::exp(log_tail_c_));
