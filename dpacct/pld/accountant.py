@@ -298,11 +298,15 @@ def clear_cache() -> None:
 
 
 @functools.lru_cache(maxsize=64)
-def _coarse_step(spec: _Spec, direction: str) -> Any:
-    """The coarse step of ``spec`` (``PLDAccountant._coarse``), shared by every accountant."""
+def _coarse_step(spec: _Spec, direction: str, log_tail: float = _LOG_TAIL) -> Any:
+    """The coarse step of ``spec`` (``PLDAccountant._coarse``), shared by every accountant.
+
+    Its width is the e^-80 support over ``_COARSE_CELLS`` whatever ``log_tail``; a larger
+    tail (an epsilon query's, ``PLDAccountant._query_tail``) only drops the outer cells.
+    """
     step = _build_step(spec, direction, 1e-2)
     width = max(step.log_upper.size, 2) * step.discretization
-    return _build_step(spec, direction, max(width / _COARSE_CELLS, 1e-12))
+    return _build_step(spec, direction, max(width / _COARSE_CELLS, 1e-12), log_tail)
 
 
 @functools.lru_cache(maxsize=64)
@@ -445,6 +449,7 @@ class PLDAccountant(Accountant):
         self._steps: dict[tuple[Hashable, ...], Any] = {}
         self._composed_cache: dict[tuple[Hashable, ...], Any] = {}
         self._guides: dict[tuple[str, str, float], _Guide] = {}
+        self._coarse_tail = _LOG_TAIL  # the tail of the coarse steps (an epsilon query cuts more)
 
     def supports(self, mechanism: Mechanism) -> bool:
         """Every mechanism with a PLD discretisation (see the class notes) is supported."""
@@ -487,12 +492,15 @@ class PLDAccountant(Accountant):
         return self._steps[key]
 
     def _coarse(self, spec: _Spec, direction: str) -> Any:
-        """A discretisation with about ``_COARSE_CELLS`` grid points: cheap, used to choose the real grid."""
-        return _coarse_step(spec, direction)
+        """A discretisation with about ``_COARSE_CELLS`` grid points: cheap, used to choose the real grid.
+
+        Inside an epsilon query its tails are cut as the query's steps are (``_coarse_tail``).
+        """
+        return _coarse_step(spec, direction, self._coarse_tail)
 
     def _coarse_parts(self, spec: _Spec, direction: str) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """The finite part of the coarse step: its log-masses and losses (empty cells dropped)."""
-        key = (spec, direction, "parts")
+        key = (spec, direction, "parts", self._coarse_tail)
         if key not in self._steps:
             step = self._coarse(spec, direction)
             log_mass = np.asarray(step.log_upper)
@@ -691,7 +699,7 @@ class PLDAccountant(Accountant):
 
     def _coarse_cumulants(self, spec: _Spec, direction: str) -> tuple[float, float, float]:
         """Second, third and fourth cumulants of one step's finite loss under P, from the coarse step."""
-        key = (spec, direction, "cumulants")
+        key = (spec, direction, "cumulants", self._coarse_tail)
         if key not in self._steps:
             log_mass, loss = self._coarse_parts(spec, direction)
             if log_mass.size == 0:
@@ -908,19 +916,32 @@ class PLDAccountant(Accountant):
             return Bounds(unwrap(lower), unwrap(upper))
         tests = _threshold_steps(groups)
         for index, target in np.ndenumerate(d):
-            lo_all, up_all = 0.0, 0.0
-            # epsilon = max over the directions: the direction the guide says is larger goes
-            # first, and the other is refined only while its upper bound exceeds that lower bound.
-            order = sorted(self._directions(groups), key=lambda r: -self._guide_epsilon(groups, r, float(target)).value)
-            for direction in order:
-                lo, up = self._epsilon_one_direction(groups, direction, float(target), lo_all)
-                # (A direction whose upper bound is below the other's lower bound cannot raise the maximum.)
-                if tests is not None and lo < (1.0 - self._relative_accuracy) * up and up > lo_all:
-                    lo = max(lo, min(threshold_epsilon_lower(tests, float(target), direction), up))
-                lo_all, up_all = max(lo_all, lo), max(up_all, up)
+            # The coarse steps cut their tails as the query's steps do, on a coarser scale of
+            # tails (multiples of 10, rounded down) so that nearby queries share them.
+            self._coarse_tail = max(10.0 * math.floor(self._query_tail(groups, float(target)) / 10.0), _LOG_TAIL)
+            try:
+                lo_all, up_all = self._epsilon_bounds_one(groups, tests, float(target))
+            finally:
+                self._coarse_tail = _LOG_TAIL
             lower[index] = lo_all
             upper[index] = up_all
         return Bounds(unwrap(lower), unwrap(upper))
+
+    def _epsilon_bounds_one(
+        self, groups: list[tuple[_Spec, int]], tests: list[tuple[float, float, float]] | None, target: float
+    ) -> tuple[float, float]:
+        """(lower, upper) on epsilon(target), max over the directions."""
+        lo_all, up_all = 0.0, 0.0
+        # epsilon = max over the directions: the direction the guide says is larger goes
+        # first, and the other is refined only while its upper bound exceeds that lower bound.
+        order = sorted(self._directions(groups), key=lambda r: -self._guide_epsilon(groups, r, target).value)
+        for direction in order:
+            lo, up = self._epsilon_one_direction(groups, direction, target, lo_all)
+            # (A direction whose upper bound is below the other's lower bound cannot raise the maximum.)
+            if tests is not None and lo < (1.0 - self._relative_accuracy) * up and up > lo_all:
+                lo = max(lo, min(threshold_epsilon_lower(tests, target, direction), up))
+            lo_all, up_all = max(lo_all, lo), max(up_all, up)
+        return lo_all, up_all
 
     def get_epsilon(self, delta: ArrayLike) -> float | NDArray[np.float64]:
         """A certified upper bound on epsilon(delta); see :meth:`epsilon_bounds`."""
