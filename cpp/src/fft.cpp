@@ -1,6 +1,8 @@
 #include "dpacct/fft.hpp"
 
 #include <cfloat>
+#include <map>
+#include <memory>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -188,6 +190,15 @@ void RealPlan::inverse(const std::vector<std::complex<double>>& spectrum, std::v
     out[2 * j] = 2.0 * z[j].real();
     out[2 * j + 1] = 2.0 * z[j].imag();
   }
+}
+
+const RealPlan* cached_real_plan(std::size_t n) {
+  if (n > kCachedPlanMax) return nullptr;
+  // Per thread: a plan's work vector must not be shared between threads.
+  thread_local std::map<std::size_t, std::unique_ptr<RealPlan>> plans;
+  std::unique_ptr<RealPlan>& slot = plans[n];
+  if (!slot) slot = std::make_unique<RealPlan>(n);
+  return slot.get();
 }
 
 double error_bound(std::size_t n) {

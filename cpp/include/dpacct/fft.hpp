@@ -50,6 +50,12 @@ class RealPlan {
   mutable std::vector<std::complex<double>> work_;  // the half-size complex transform
 };
 
+// A plan of size n kept for reuse by the calling thread (building its tables costs about
+// as much as a transform), or nullptr above kCachedPlanMax: the caller builds its own
+// then. The plans kept by one thread hold at most about 24 * 2 kCachedPlanMax bytes (12 MB).
+constexpr std::size_t kCachedPlanMax = std::size_t{1} << 18;
+const RealPlan* cached_real_plan(std::size_t n);
+
 // Relative error bound (2-norm) of one transform of size n:
 // ||fl(FFT x) - FFT x|| <= error_bound(n) * ||FFT x||, from Higham, "Accuracy and
 // Stability of Numerical Algorithms", 2nd ed., Thm 24.2, with mu <= 4 ulps for

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <complex>
 #include <limits>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
@@ -425,7 +426,11 @@ ComposedPld::ComposedPld(const std::vector<std::pair<const StepPmf*, double>>& g
                                 " at discretization " + format_value(d) + "; increase discretization");
   }
   size_ = size;
-  const fft::RealPlan plan(single_ ? 2 : size_);
+  const std::size_t plan_size = single_ ? 2 : size_;
+  std::unique_ptr<fft::RealPlan> own_plan;
+  const fft::RealPlan* cached = fft::cached_real_plan(plan_size);
+  if (cached == nullptr) own_plan = std::make_unique<fft::RealPlan>(plan_size);
+  const fft::RealPlan& plan = cached != nullptr ? *cached : *own_plan;
   Workspace ws;
   std::vector<double> cp, cq;
   if (!pu.empty()) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <complex>
 #include <limits>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
@@ -285,7 +286,10 @@ SplitComposedPld::SplitComposedPld(const SplitStep& split, double count, long ra
   }
   size_ = size;
   m_start_ = lo;
-  const fft::RealPlan plan(size_);
+  std::unique_ptr<fft::RealPlan> own_plan;
+  const fft::RealPlan* cached = fft::cached_real_plan(size_);
+  if (cached == nullptr) own_plan = std::make_unique<fft::RealPlan>(size_);
+  const fft::RealPlan& plan = cached != nullptr ? *cached : *own_plan;
   const double eta = fft::error_bound(size_);
   const auto n_mod = static_cast<long>(size_);
   const double lgamma_t = std::lgamma(count + 1.0);
