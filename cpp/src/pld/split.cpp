@@ -369,15 +369,21 @@ SplitComposedPld::SplitComposedPld(const SplitStep& split, double count, long ra
       }
       std::vector<std::complex<double>> total(size_ / 2 + 1);
       std::vector<std::complex<double>> s_pow(static_cast<std::size_t>(rare_max_ + 1));
+      // The products written out (std::complex's operator* checks each for NaN, C99 Annex G);
+      // the same operations and roundings.
+      auto mul = [](std::complex<double> x, std::complex<double> y) {
+        return std::complex<double>(x.real() * y.real() - x.imag() * y.imag(),
+                                    x.real() * y.imag() + x.imag() * y.real());
+      };
       for (std::size_t k = 0; k < total.size(); ++k) {
         s_pow[0] = 1.0;
         for (long j = 1; j <= rare_max_; ++j) {
-          s_pow[static_cast<std::size_t>(j)] = s_pow[static_cast<std::size_t>(j - 1)] * spec[0][k];
+          s_pow[static_cast<std::size_t>(j)] = mul(s_pow[static_cast<std::size_t>(j - 1)], spec[0][k]);
         }
         std::complex<double> r_pow = 1.0, acc = 0.0;
         for (long h = 0; h <= rare_max_; ++h) {
-          if (h > 0) r_pow *= spec[1][k];
-          acc += a[static_cast<std::size_t>(h)] * s_pow[static_cast<std::size_t>(rare_max_ - h)] * r_pow;
+          if (h > 0) r_pow = mul(r_pow, spec[1][k]);
+          acc += a[static_cast<std::size_t>(h)] * mul(s_pow[static_cast<std::size_t>(rare_max_ - h)], r_pow);
         }
         total[k] = acc;
       }
