@@ -567,15 +567,12 @@ double ComposedPld::tail_q_upper(double y) const {
   return std::min(value, total);
 }
 
-// Lower bound: max over thresholds j of P(K >= j) - e^eps Q(K >= j), with the
-// P side taken low and the Q side high.
-double ComposedPld::lower_bound(double epsilon) const {
-  if (sp_.empty()) return any_infinity_lower_;
+// The first label sum i (searched where both entries stand above their round-off) whose
+// per-entry likelihood ratio P_K / Q_K reaches e^eps: the best threshold test is near it.
+long ComposedPld::crossing(double epsilon) const {
   const double d = discretization_;
   const long n = static_cast<long>(size_);
   const double rp = std::exp(-tilt_ * d), rq = std::exp(-(tilt_ + 1.0) * d);
-  const double err_p = entry_error_p_ * weight_norm(tilt_, d, size_) + 2.0 * std::exp(log_tail_c_);
-  const double err_q = entry_error_q_ * weight_norm(tilt_ + 1.0, d, size_) + std::exp(log_tail_c_);
   // P_K >= e^eps Q_K  <=>  log c^P_K - log c^Q_K >= eps + log_shift_q - log_shift_p - K D.
   const double offset = epsilon + log_shift_q_ - log_shift_p_;
   auto entry = [&](const std::vector<double>& s, double r, long i) {
@@ -588,14 +585,11 @@ double ComposedPld::lower_bound(double epsilon) const {
     const double kd = static_cast<double>(cells_start_ + i) * d;
     return std::log(cp) - std::log(cq) >= offset - kd;
   };
-  // First i where P wins (the per-entry likelihood ratio increases with K),
-  // searched where both entries stand above their round-off.
+  // The per-entry likelihood ratio increases with K: bisect.
   long lo = reliable_low_, hi = reliable_high_;
   if (p_wins(lo)) {
     hi = lo;
-  } else if (!p_wins(hi)) {
-    lo = hi;
-  } else {
+  } else if (p_wins(hi)) {
     while (hi - lo > 1) {
       const long mid = lo + (hi - lo) / 2;
       if (p_wins(mid)) {
@@ -605,6 +599,18 @@ double ComposedPld::lower_bound(double epsilon) const {
       }
     }
   }
+  return hi;
+}
+
+// Lower bound: max over thresholds j of P(K >= j) - e^eps Q(K >= j), with the
+// P side taken low and the Q side high.
+double ComposedPld::lower_bound(double epsilon) const {
+  if (sp_.empty()) return any_infinity_lower_;
+  const double d = discretization_;
+  const long n = static_cast<long>(size_);
+  const double err_p = entry_error_p_ * weight_norm(tilt_, d, size_) + 2.0 * std::exp(log_tail_c_);
+  const double err_q = entry_error_q_ * weight_norm(tilt_ + 1.0, d, size_) + std::exp(log_tail_c_);
+  const long hi = crossing(epsilon);
   const double factor_p = std::exp(-log_rounding_) * (1.0 - 16.0 * kU * static_cast<double>(size_));
   const double factor_q = std::exp(log_rounding_) * (1.0 + 16.0 * kU * static_cast<double>(size_));
   const double log_infinity = any_infinity_lower_ > 0.0 ? std::log(any_infinity_lower_) : kNegInf;
@@ -663,30 +669,7 @@ double ComposedPld::epsilon_lower(double delta, double near) const {
   };
   const double e = std::isfinite(near) ? std::max(near, 0.0) : 0.0;
   // Start where lower_bound(e) would: the crossing of the per-entry ratio, and K = e / D.
-  const double rp = std::exp(-tilt_ * d), rq = std::exp(-(tilt_ + 1.0) * d);
-  const double offset = e + log_shift_q_ - log_shift_p_;
-  auto entry = [&](const std::vector<double>& s, double r, long i) {
-    return s[static_cast<std::size_t>(i)] - (i + 1 < n ? r * s[static_cast<std::size_t>(i + 1)] : 0.0);
-  };
-  auto p_wins = [&](long i) {
-    const double cp = entry(sp_, rp, i), cq = entry(sq_, rq, i);
-    if (!(cp > 0.0)) return false;
-    if (!(cq > 0.0)) return true;
-    return std::log(cp) - std::log(cq) >= offset - static_cast<double>(cells_start_ + i) * d;
-  };
-  long lo = reliable_low_, hi = reliable_high_;
-  if (p_wins(lo)) {
-    hi = lo;
-  } else if (p_wins(hi)) {
-    while (hi - lo > 1) {
-      const long mid = lo + (hi - lo) / 2;
-      if (p_wins(mid)) {
-        hi = mid;
-      } else {
-        lo = mid;
-      }
-    }
-  }
+  const long hi = crossing(e);
   const long guess = std::clamp(static_cast<long>(std::ceil(e / d)) - cells_start_, 0L, n - 1);
   double best = std::max(climb(epsilon_at, hi, n), climb(epsilon_at, guess, n));
   if (!(best > 0.0)) {

@@ -113,6 +113,7 @@ class ComposedPld {
  private:
   double upper_bound(double epsilon) const;
   double lower_bound(double epsilon) const;
+  long crossing(double epsilon) const;  // where the label tests are best (see compose.cpp)
   // The best certified lower bound on epsilon(delta) from the threshold tests near `near`.
   double epsilon_lower(double delta, double near) const;
 
