@@ -339,13 +339,19 @@ def _build_step(spec: _Spec, direction: str, discretization: float, log_tail: fl
         steps = [_cached_step(_Spec("gaussian", (sigma / (unit * h),), q, False), direction, d) for h in hits]
         lower = _realised_mixture(sigma, masses, unit, direction, d)
         return _core.fdp.mix_steps(steps, list(weights), tail, 0, 0.0, 0.0, [lower], [1.0])
-    if spec.kind == "truncated":
+    if spec.kind in ("truncated", "truncated_mixture"):
         # Upper half: the labelled mixture (mixture.hpp); the label "identical distributions" is an
-        # atom at loss 0 (grid index 0). Lower half: the Poisson pair realised by the others-zero datasets.
-        components, zero_loss, realised_sigma, realised_rate = spec.parameters
+        # atom at loss 0 (grid index 0). Lower half ("truncated"): the Poisson pair realised by the
+        # others-zero datasets; ("truncated_mixture", for dpacct.samplers.truncated_poisson, which
+        # takes the realised pairs apart): the mixture's own, i.e. only its discretisation error.
+        components, zero_loss, *realised = spec.parameters
         parts = [(w, _cached_step(_Spec("gaussian", (s,), r, False), direction, d)) for w, s, r in components if w > 0.0]
+        steps, weights = [p for _, p in parts], [w for w, _ in parts]
+        if spec.kind == "truncated_mixture":
+            return _core.fdp.mix_steps(steps, weights, 0.0, 0, zero_loss, 0.0, steps, weights)
+        realised_sigma, realised_rate = realised
         lower = _cached_step(_Spec("gaussian", (realised_sigma,), realised_rate, False), direction, d)
-        return _core.fdp.mix_steps([p for _, p in parts], [w for w, _ in parts], 0.0, 0, zero_loss, 0.0, [lower], [1.0])
+        return _core.fdp.mix_steps(steps, weights, 0.0, 0, zero_loss, 0.0, [lower], [1.0])
     if spec.kind == "labelled_realised":
         sigma, masses, unit = spec.parameters
         return _realised_mixture(sigma, masses, unit, direction, d)

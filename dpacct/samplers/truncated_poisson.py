@@ -148,10 +148,10 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import stats
 
-from dpacct import _check, _core
+from dpacct import _check
 from dpacct.mechanisms import PoissonSampledGaussianMechanism
 from dpacct.pld import PLDAccountant
-from dpacct.pld.accountant import _LOG_TAIL, _MAX_CELLS
+from dpacct.pld.accountant import _Spec as _PldSpec
 from dpacct.results import Interval, Value
 from dpacct.samplers.bounds import Bound
 
@@ -331,55 +331,21 @@ def _up(rate: float) -> float:
 # -- the PLD engine with the mixture step -------------------------------------------------------
 
 
-class _Spec(NamedTuple):
-    """The mixture step as the PLD engine sees it (hashable)."""
-
-    components: tuple[tuple[float, float, float], ...]
-    zero_loss_weight: float
-    symmetric: bool = False
-
-
 class _Engine(PLDAccountant):
-    """The PLD accountant composing ``count`` mixture steps; grid choice, tilting and refinement are the parent's.
+    """The PLD accountant composing ``count`` steps of the overflow-labelled mixture.
 
-    The step's upper half is the labelled mixture of the components' connect-the-dots
-    steps; its lower half the same mixture's data-processing lower bound (the
-    discretisation error of the *upper pair*, not a lower bound for the mechanism).
+    The step is the engine's ``truncated_mixture`` discretisation: its upper half is the
+    labelled mixture of the components' connect-the-dots steps, its lower half the same
+    mixture's data-processing lower bound (the discretisation error of the *upper pair*, not
+    a lower bound for the mechanism: those come from the realised pairs, composed apart).
     """
 
-    def __init__(self, spec: _Spec, count: int, relative_accuracy: float) -> None:
+    def __init__(self, pair: TruncatedPoissonPair, count: int, relative_accuracy: float) -> None:
         super().__init__(relative_accuracy=relative_accuracy)
-        self._fixed = [(spec, count)]
+        self._fixed = [(_PldSpec("truncated_mixture", (pair.components, pair.zero_loss_weight), 1.0, False), count)]
 
-    def _groups(self) -> list[tuple[Any, int]]:
+    def _groups(self) -> list[tuple[_PldSpec, int]]:
         return list(self._fixed)
-
-    def _step(self, spec: Any, direction: str, discretization: float, log_tail: float = _LOG_TAIL) -> Any:
-        key = (spec, direction, discretization)  # the mixture's components keep the tail e^-80
-        if key not in self._steps:
-            if len(self._steps) > 64:
-                self._steps.clear()
-            self._steps[key] = _mixture_step(spec, direction, discretization)
-        return self._steps[key]
-
-    def _coarse(self, spec: Any, direction: str) -> Any:
-        key = (spec, direction, "coarse")
-        if key not in self._steps:
-            step = _mixture_step(spec, direction, 1e-2)
-            width = max(step.log_upper.size, 2) * step.discretization
-            self._steps[key] = _mixture_step(spec, direction, max(width / 4096, 1e-12))
-        return self._steps[key]
-
-
-def _mixture_step(spec: _Spec, direction: str, discretization: float) -> Any:
-    """One discretised step: the labelled mixture (``_core.fdp.mix_steps``, proof in ``pld/mixture.hpp``)."""
-    steps, weights = [], []
-    for weight, sigma, rate in spec.components:
-        if weight > 0.0:
-            steps.append(_core.pld.gaussian_step(sigma, rate, direction, discretization, _LOG_TAIL, _MAX_CELLS))
-            weights.append(weight)
-    # The zero-loss label (identical distributions) is an atom at loss 0: grid index 0.
-    return _core.fdp.mix_steps(steps, weights, 0.0, 0, spec.zero_loss_weight, 0.0, steps, weights)
 
 
 # -- results ---------------------------------------------------------------------------------
@@ -409,8 +375,7 @@ def _accountants(sigma: float, q: float, steps: int, pair: TruncatedPoissonPair,
                                                   neighboring_relation=relation)
         acct = PLDAccountant(relative_accuracy=relative_accuracy).compose(poisson, steps if q > 0 else 0)
         return acct, [acct]
-    spec = _Spec(pair.components, pair.zero_loss_weight)
-    upper = _Engine(spec, steps, relative_accuracy)
+    upper = _Engine(pair, steps, relative_accuracy)
     lowers = []
     for noise, rate in pair.realised_pairs:
         realised = PoissonSampledGaussianMechanism(noise_multiplier=noise, sampling_probability=rate,
