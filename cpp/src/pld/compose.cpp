@@ -623,8 +623,15 @@ double ComposedPld::lower_bound(double epsilon) const {
     if (log_p == kNegInf) return 0.0;
     const double q_part = (sq_[static_cast<std::size_t>(i)] + err_q) * factor_q;
     const double log_q = epsilon + log_shift_q_ - (tilt_ + 1.0) * kd + std::log(q_part);
-    if (log_q >= log_p) return 0.0;
-    return std::exp(log_p + log1mexp(log_q - log_p)) * (1.0 - 8.0 * kU);
+    // P (1 - e^x), x = log_q - log_p. x errs by at most 32 u times the magnitudes summed
+    // into the two logs, and 1 - e^x then by that much over 1 - e^x (relative): taken off.
+    // Where P and e^eps Q agree to six digits the difference is not resolved: no test.
+    const double x = log_q - log_p;
+    if (!(x < -1e-6)) return 0.0;
+    const double magnitude = std::fabs(log_shift_p_) + std::fabs(log_shift_q_) + (2.0 * tilt_ + 1.0) * std::fabs(kd) +
+                             std::fabs(epsilon) + std::fabs(log_p) + std::fabs(log_q) + 8.0;
+    const double shrink = 64.0 * kU * magnitude / -std::expm1(x);
+    return std::exp(log_p + log1mexp(x)) * (1.0 - 8.0 * kU) * std::max(1.0 - shrink, 0.0);
   };
   // The threshold test is best at the crossing. Round-off can move the
   // computed crossing by a few entries, and labels left empty (a coarse
@@ -658,14 +665,20 @@ double ComposedPld::epsilon_lower(double delta, double near) const {
     const double p_part = (sp_[static_cast<std::size_t>(i)] - err_p) * factor_p;
     const double log_p_finite = p_part > 0.0 ? log_shift_p_ - tilt_ * kd + std::log(p_part) : kNegInf;
     const double log_p = log_add(log_p_finite, log_infinity);
-    if (!(log_p > log_delta)) return kNegInf;
+    // log(P - delta) = log_p + log1mexp(x), x = log_delta - log_p; where P and delta agree to
+    // six digits the difference is not resolved: no test.
+    const double x = log_delta - log_p;
+    if (!(x < -1e-6)) return kNegInf;
     const double q_part = (sq_[static_cast<std::size_t>(i)] + err_q) * factor_q;
-    if (!(q_part > 0.0)) return kInf;  // cannot happen: err_q > 0
+    if (!(q_part > 0.0)) return kNegInf;  // cannot happen (err_q > 0); no test then
     const double log_q = log_shift_q_ - (tilt_ + 1.0) * kd + std::log(q_part);
-    // Each log above errs by a few ulps of the magnitudes summed; taken off.
+    // Each log above errs by a few ulps of the magnitudes summed (taken off), and x's error
+    // reaches log1mexp(x) multiplied by at most 1 / (1 - e^x). The margin is twice what
+    // lower_bound takes off delta for the same test, so lower_bound(eps_j) > delta still.
     const double magnitude = std::fabs(log_shift_p_) + std::fabs(log_shift_q_) + (2.0 * tilt_ + 1.0) * std::fabs(kd) +
-                             std::fabs(log_p) + std::fabs(log_q) + 8.0;
-    return log_p + log1mexp(log_delta - log_p) - log_q - 32.0 * kU * magnitude;
+                             std::fabs(log_p) + std::fabs(log_q) + std::fabs(log_delta) + 8.0;
+    const double margin = 128.0 * kU * magnitude * (1.0 + 1.0 / -std::expm1(x));
+    return log_p + log1mexp(x) - log_q - margin;
   };
   const double e = std::isfinite(near) ? std::max(near, 0.0) : 0.0;
   // Start where lower_bound(e) would: the crossing of the per-entry ratio, and K = e / D.
