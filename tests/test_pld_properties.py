@@ -72,3 +72,19 @@ def test_delta_bounds_are_consistent_in_epsilon(sigma: float, q: float, steps: i
     assert 0.0 <= lower_a <= upper_a <= 1.0
     assert 0.0 <= lower_b <= upper_b <= 1.0
     assert lower_b <= upper_a
+
+
+@settings(max_examples=25, deadline=None)
+@given(sigma=SIGMA, q=st.floats(min_value=1e-5, max_value=1.0), steps=st.integers(min_value=1, max_value=100_000),
+       delta=st.sampled_from([1e-2, 1e-5, 1e-8, 1e-12]))
+def test_epsilon_bounds_agree_with_delta_bounds(sigma: float, q: float, steps: int, delta: float) -> None:
+    """The epsilon and delta queries build their own grids; their certified bounds must still agree.
+
+    lower <= eps(delta) means delta(lower) >= delta, so delta's certified upper bound there is >= delta;
+    eps(delta) <= upper means delta(upper) <= delta, so delta's certified lower bound there is <= delta.
+    """
+    acct = PLDAccountant().step(noise_multiplier=sigma, sampling_probability=q, count=steps)
+    lower, upper = (float(v) for v in acct.epsilon_bounds(delta))
+    if lower > 0.0:
+        assert float(acct.delta_bounds(lower).upper) >= delta
+    assert float(acct.delta_bounds(upper).lower) <= delta
