@@ -80,8 +80,9 @@ class ComposedPld {
   // Certified bounds on delta(epsilon) for this direction (lower <= upper).
   void delta_bounds(double epsilon, double* lower, double* upper) const;
 
-  // Certified bounds on epsilon(delta), 0 < delta < 1, by bisection on the
-  // monotone delta bounds (to relative width 1e-10, rounded outward).
+  // Certified bounds on epsilon(delta), 0 < delta < 1: the upper by bisection on
+  // the monotone upper delta bound (to relative width 1e-10, rounded outward), the
+  // lower straight from the threshold tests near it (epsilon_lower).
   // `upper` is +inf when this window cannot certify delta; `below_window`
   // says the upper bound's root lies below the represented losses (a
   // smaller tilt would do better).
