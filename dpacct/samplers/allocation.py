@@ -113,6 +113,7 @@ from dpacct import _check, gaussian
 from dpacct._shape import unwrap
 from dpacct.pld.discrete import DiscretePLD
 from dpacct.results import Value
+from dpacct.samplers import _max_statistic as _max
 from dpacct.samplers.bounds import Bound
 from dpacct.samplers.conjectured import _confidence, _samples, _seed
 
@@ -130,12 +131,6 @@ __all__ = [
 
 F64 = NDArray[np.float64]
 
-_LOG_TAIL = -60.0  # the max-statistic line is cut where log F (left) or log(1 - F) (right) < -60
-_PROBE_POINTS = 20001  # resolution of the probe grid that places the cell edges
-_MAX_CELLS = 2_000_000
-_MAX_SIZE = 2**23
-_MIN_DISCRETIZATION = 1e-4
-_COMPOSED_BUDGET = 2**21  # target number of composed loss entries when choosing the grid
 _CHUNK_DOUBLES = 2**22  # at most this many normals are held at once (32 MiB)
 _REJECTION_ROUNDS = 4  # truncated normals: redraws before falling back to the inverse CDF
 _DIRECTIONS = ("both", "remove", "add")
@@ -236,94 +231,20 @@ def epsilon_allocation_upper(
 # -- certified lower bound: the per-epoch maximum ----------------------------------------------
 
 
+def _coords(k: int, t: int) -> tuple[_max.Coords, _max.Coords]:
+    """The pair on the line of the maximum: ``k`` of ``t`` coordinates N(1), the rest N(0), against all N(0)."""
+    return ((1.0, k), (0.0, t - k)), ((0.0, t),)
+
+
 def _log_cdf(c: F64, sigma: float, ones: int, steps: int) -> F64:
     """log F(c) of the maximum of ``ones`` coordinates N(1, sigma^2) and ``steps - ones`` N(0, sigma^2)."""
-    out = (steps - ones) * _log_ndtr(c / sigma)
-    if ones:
-        out = out + ones * _log_ndtr((c - 1.0) / sigma)
-    return np.asarray(out)
-
-
-def _log_ndtr(x: F64) -> F64:
-    """``log Phi(x)``, accurate in both tails (``scipy.special.log_ndtr``)."""
-    return np.asarray(special.log_ndtr(x))
-
-
-def _log_pdf(c: F64, sigma: float, ones: int, steps: int) -> F64:
-    """log density of that maximum: ``log F + log (log F)'``, each inverse Mills ratio in logs."""
-    log_phi = -0.5 * math.log(2.0 * math.pi)
-    terms = []
-    for count, shift in ((ones, 1.0), (steps - ones, 0.0)):
-        if count:
-            z = (c - shift) / sigma
-            terms.append(math.log(count) + log_phi - 0.5 * z**2 - _log_ndtr(z))
-    mills = terms[0] if len(terms) == 1 else np.logaddexp(terms[0], terms[1])
-    return np.asarray(_log_cdf(c, sigma, ones, steps) + mills - math.log(sigma))
-
-
-def _log_sf(c: float, sigma: float, ones: int, steps: int) -> float:
-    log_f = float(_log_cdf(np.array([c]), sigma, ones, steps)[0])
-    return math.log(-math.expm1(log_f)) if log_f < 0.0 else -math.inf
-
-
-def _edges(sigma: float, k: int, t: int, discretization: float) -> F64:
-    """Cell edges on the line of the maximum: the loss changes by about one grid step per cell."""
-    lo0, hi0 = -40.0 * sigma - 2.0, 40.0 * sigma + 3.0
-    left = min(_brentq(lambda c: float(_log_cdf(np.array([c]), sigma, ones, t)[0]) - _LOG_TAIL, lo0, hi0)
-               for ones in (k, 0))
-    right = max(_brentq(lambda c: _log_sf(c, sigma, ones, t) - _LOG_TAIL, lo0, hi0) for ones in (k, 0))
-    probe = np.linspace(left, right, _PROBE_POINTS)
-    loss = _log_pdf(probe, sigma, k, t) - _log_pdf(probe, sigma, 0, t)
-    # Arc length of the loss (plus a floor so flat stretches still get cells), one edge
-    # per `discretization` of arc length. Placement only affects tightness, never validity.
-    arc = np.concatenate([[0.0], np.cumsum(np.abs(np.diff(loss)) + discretization * 20.0 / _PROBE_POINTS)])
-    cells = int(min(max(arc[-1] / discretization, 2.0), _MAX_CELLS))
-    return np.asarray(np.interp(np.linspace(0.0, arc[-1], cells + 1), arc, probe))
-
-
-def _brentq(f: Callable[[float], float], a: float, b: float) -> float:
-    """``scipy.optimize.brentq`` typed as returning a float."""
-    return float(optimize.brentq(f, a, b, xtol=1e-12))
-
-
-def _one_epoch(sigma: float, k: int, t: int, discretization: float) -> tuple[DiscretePLD, DiscretePLD]:
-    """Optimistic one-epoch PLDs of the maximum, (P, Q) ("remove") and (Q, P) ("add").
-
-    The grid is coarsened (x4 at a time) while one epoch's PMF does not fit in ``_MAX_SIZE``.
-    """
-    d = discretization
-    while True:
-        x = _edges(sigma, k, t, d)
-        try:
-            remove, add = (
-                DiscretePLD.from_log_cdfs(
-                    log_cdf_p=lambda c: _log_cdf(c, sigma, k, t),
-                    log_cdf_q=lambda c: _log_cdf(c, sigma, 0, t),
-                    grid=x, discretization=d, pessimistic=False, reverse=reverse, max_size=_MAX_SIZE,
-                )
-                for reverse in (False, True)
-            )
-        except ValueError as error:
-            if "increase discretization" not in str(error) or d >= 1.0:
-                raise
-            d *= 4.0
-            continue
-        return remove, add
+    return _max.log_cdf(c, sigma, ((1.0, ones), (0.0, steps - ones)))
 
 
 @functools.lru_cache(maxsize=16)
 def _plds(sigma: float, k: int, t: int, epochs: int) -> tuple[DiscretePLD, DiscretePLD]:
-    """The E-fold optimistic PLDs of both directions (cached: one costs ~0.1-1 s).
-
-    The grid starts at 1e-4 and is coarsened so that the composed support stays within
-    ``_COMPOSED_BUDGET`` entries (a coarser grid only loosens the lower bound).
-    """
-    first, second = _one_epoch(sigma, k, t, _MIN_DISCRETIZATION)
-    width = max(first.pmf().mass.size, second.pmf().mass.size) * first.discretization
-    coarse = epochs * width / _COMPOSED_BUDGET
-    if coarse > first.discretization:
-        first, second = _one_epoch(sigma, k, t, coarse)
-    return first.self_compose(epochs), second.self_compose(epochs)
+    """The E-fold optimistic PLDs of both directions (cached: one costs ~0.1-1 s)."""
+    return _max.composed(sigma, *_coords(k, t), epochs)
 
 
 _THRESHOLD_GRID = 4001  # scan of C before the continuous refinement

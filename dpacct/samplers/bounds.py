@@ -6,16 +6,14 @@ See :mod:`dpacct.samplers` for the overview.
 from __future__ import annotations
 
 import math
-import time
 import warnings
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from dpacct import _check, _core, gaussian
+from dpacct import _check, gaussian
 from dpacct._shape import unwrap
 from dpacct.mechanisms import PoissonSampledGaussianMechanism
 from dpacct.pld import PLDAccountant

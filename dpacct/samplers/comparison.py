@@ -6,22 +6,15 @@ For the user's own run (``steps`` = total steps, or epochs/batch size/dataset si
 
 from __future__ import annotations
 
-import math
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import NDArray
 
-from dpacct import _check, _core, gaussian
-from dpacct._shape import unwrap
-from dpacct.mechanisms import PoissonSampledGaussianMechanism
-from dpacct.pld import PLDAccountant
-from dpacct.rdp import OrderGridWarning, RDPAccountant
-from dpacct.results import Interval, Value
+from dpacct import _check
 from dpacct.samplers.bounds import (
     _ADJACENCY,
     Bound,

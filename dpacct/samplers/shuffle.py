@@ -6,21 +6,13 @@ See :mod:`dpacct.samplers` for the overview.
 from __future__ import annotations
 
 import math
-import time
-import warnings
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import ArrayLike
 
-from dpacct import _check, _core, gaussian
+from dpacct import _check, _core
 from dpacct._shape import unwrap
-from dpacct.mechanisms import PoissonSampledGaussianMechanism
-from dpacct.pld import PLDAccountant
-from dpacct.rdp import OrderGridWarning, RDPAccountant
-from dpacct.results import Interval, Value
 from dpacct.samplers.bounds import (
     PERMUTATIONS,
     Bound,

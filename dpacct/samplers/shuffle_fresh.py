@@ -27,114 +27,27 @@ divergence), composed ``E`` times; the larger of the two directions is reported.
 from __future__ import annotations
 
 import functools
-import math
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.optimize import brentq
-from scipy.special import log_ndtr
 
 from dpacct import _check
 from dpacct._shape import unwrap
 from dpacct.pld.discrete import DiscretePLD
+from dpacct.samplers import _max_statistic as _max
 
 __all__ = ["delta_shuffle_lower_fresh", "epsilon_shuffle_lower_fresh"]
 
-_LOG_TAIL = -60.0  # cells beyond where log F (left) or log(1 - F) (right) < -60 are lumped into the tail cells
-_PROBE_POINTS = 20001  # resolution of the probe grid that places the cell edges
-_MAX_CELLS = 2_000_000
-_MAX_SIZE = 2**23
-_MIN_DISCRETIZATION = 1e-4
-_COMPOSED_BUDGET = 2**21  # target number of composed loss entries when choosing the grid
 
-
-def _log_cdf(c: NDArray[np.float64], shift: float, sigma: float, steps: int) -> NDArray[np.float64]:
-    """log F(c) of the max statistic: one coordinate N(shift, sigma^2), steps - 1 coordinates N(0, sigma^2)."""
-    out: NDArray[np.float64] = log_ndtr((c - shift) / sigma) + (steps - 1) * log_ndtr(c / sigma)
-    return out
-
-
-def _log_pdf(c: NDArray[np.float64], shift: float, sigma: float, steps: int) -> NDArray[np.float64]:
-    """log of the density of the max statistic, by differentiating log F in log space.
-
-    ``(log F)' = phi(z_s)/(sigma Phi(z_s)) + (T - 1) phi(z_0)/(sigma Phi(z_0))``;
-    each inverse Mills ratio is formed as ``log phi - log Phi`` so that neither
-    factor underflows far in the left tail.
-    """
-    zs, z0 = (c - shift) / sigma, c / sigma
-    log_phi = -0.5 * math.log(2.0 * math.pi)
-    first = log_phi - 0.5 * zs**2 - log_ndtr(zs)
-    if steps > 1:
-        first = np.logaddexp(first, math.log(steps - 1) + log_phi - 0.5 * z0**2 - log_ndtr(z0))
-    out: NDArray[np.float64] = _log_cdf(c, shift, sigma, steps) + first - math.log(sigma)
-    return out
-
-
-def _log_sf(c: float, shift: float, sigma: float, steps: int) -> float:
-    log_f = float(_log_cdf(np.array([c]), shift, sigma, steps)[0])
-    return math.log(-math.expm1(log_f)) if log_f < 0.0 else -math.inf
-
-
-def _edges(sigma: float, steps: int, discretization: float) -> NDArray[np.float64]:
-    """Cell edges on the line of M: the loss changes by about one grid step per cell."""
-    lo0, hi0 = 2.0 - 40.0 * sigma - 1.0, 2.0 + 40.0 * sigma + 1.0
-    # Left end: both log-CDFs <= -60; right end: both log-survivals <= -60.
-    left = min(
-        brentq(lambda c: float(_log_cdf(np.array([c]), s, sigma, steps)[0]) - _LOG_TAIL, lo0, hi0) for s in (1.0, 2.0)
-    )
-    right = max(brentq(lambda c: _log_sf(c, s, sigma, steps) - _LOG_TAIL, lo0, hi0) for s in (1.0, 2.0))
-    probe = np.linspace(left, right, _PROBE_POINTS)
-    loss = _log_pdf(probe, 2.0, sigma, steps) - _log_pdf(probe, 1.0, sigma, steps)
-    # Arc length of the loss (plus a uniform floor so flat stretches still get cells),
-    # then one edge per `discretization` of arc length.
-    arc = np.concatenate([[0.0], np.cumsum(np.abs(np.diff(loss)) + discretization * 20.0 / _PROBE_POINTS)])
-    cells = int(min(max(arc[-1] / discretization, 2.0), _MAX_CELLS))
-    return np.interp(np.linspace(0.0, arc[-1], cells + 1), arc, probe)
-
-
-def _one_epoch(sigma: float, steps: int, discretization: float) -> tuple[DiscretePLD, DiscretePLD]:
-    """Optimistic one-epoch PLDs of (P_S, Q_S) and (Q_S, P_S) on the line of the max statistic.
-
-    The grid is coarsened (x4 at a time) while one step's PMF does not fit in ``_MAX_SIZE``.
-    """
-    d = discretization
-    while True:
-        x = _edges(sigma, steps, d)
-        try:
-            pair = tuple(
-                DiscretePLD.from_log_cdfs(
-                    log_cdf_p=lambda c: _log_cdf(c, 2.0, sigma, steps),
-                    log_cdf_q=lambda c: _log_cdf(c, 1.0, sigma, steps),
-                    grid=x,
-                    discretization=d,
-                    pessimistic=False,
-                    reverse=reverse,
-                    max_size=_MAX_SIZE,
-                )
-                for reverse in (False, True)
-            )
-        except ValueError as error:
-            if "increase discretization" not in str(error) or d >= 1.0:
-                raise
-            d *= 4.0
-            continue
-        return pair[0], pair[1]
+# The pair on the line of the max statistic: one coordinate N(2), the others N(0) against one N(1).
+def _coords(steps: int) -> tuple[_max.Coords, _max.Coords]:
+    return ((2.0, 1), (0.0, steps - 1)), ((1.0, 1), (0.0, steps - 1))
 
 
 @functools.lru_cache(maxsize=16)
 def _plds(sigma: float, steps: int, epochs: int) -> tuple[DiscretePLD, DiscretePLD]:
-    """The E-fold optimistic PLDs of both directions (cached: building one costs ~0.1-1 s).
-
-    The grid starts at 1e-4 and is coarsened so that the E-fold composed support
-    stays within ``_COMPOSED_BUDGET`` entries (a coarser grid only loosens the
-    lower bound; it never invalidates it).
-    """
-    first, second = _one_epoch(sigma, steps, _MIN_DISCRETIZATION)
-    width = max(first.pmf().mass.size, second.pmf().mass.size) * first.discretization
-    coarse = epochs * width / _COMPOSED_BUDGET
-    if coarse > first.discretization:
-        first, second = _one_epoch(sigma, steps, coarse)
-    return first.self_compose(epochs), second.self_compose(epochs)
+    """The E-fold optimistic PLDs of both directions (cached: building one costs ~0.1-1 s)."""
+    return _max.composed(sigma, *_coords(steps), epochs)
 
 
 def _validate(noise_multiplier: float, steps: int, epochs: int) -> tuple[float, int, int]:
