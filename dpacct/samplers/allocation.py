@@ -115,7 +115,7 @@ from dpacct.pld.discrete import DiscretePLD
 from dpacct.results import Value
 from dpacct.samplers import _max_statistic as _max
 from dpacct.samplers.bounds import Bound
-from dpacct.samplers.conjectured import _confidence, _samples, _seed
+from dpacct.samplers.conjectured import _confidence, _mean_interval, _samples, _seed
 
 __all__ = [
     "AllocationEpsilonEstimate",
@@ -690,19 +690,10 @@ def _draw_add(rng: np.random.Generator, sigma: float, t: int, k: int, e: int, ep
 
 def _interval(draw: _Draw, alpha: float, interval: str) -> tuple[float, float, float, float, int]:
     """``(estimate, lower, upper, standard_error, hits)`` of ``exp(log_scale) * mean(values)``."""
-    w = draw.values
-    n = w.size
     scale = math.exp(draw.log_scale) if draw.log_scale > -math.inf else 0.0
-    mean = float(w.mean())
-    std = float(w.std(ddof=1))
-    if interval == "normal":
-        half = float(special.ndtri(1.0 - alpha / 2.0)) * std / math.sqrt(n)
-    else:
-        # Maurer & Pontil (2009), Theorem 4, for i.i.d. values in [0, b], each tail at alpha / 2.
-        log_term = math.log(4.0 / alpha)
-        half = math.sqrt(2.0 * std**2 * log_term / n) + 7.0 * draw.bound * log_term / (3.0 * (n - 1))
-    lower, upper = max(0.0, mean - half), min(draw.bound, mean + half)
-    return scale * mean, scale * lower, scale * upper, scale * std / math.sqrt(n), int(np.count_nonzero(w))
+    mean, lower, upper, se = _mean_interval(draw.values, alpha, interval, draw.bound)
+    upper = min(draw.bound, upper)  # the values are at most draw.bound, so is their mean
+    return scale * mean, scale * lower, scale * upper, scale * se, int(np.count_nonzero(draw.values))
 
 
 def _mc_options(samples: Any, confidence: Any, seed: Any, direction: Any, interval: Any

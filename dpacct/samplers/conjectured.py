@@ -374,8 +374,13 @@ def _values(sample: _Sample, epsilon: float) -> F64:
         return np.asarray(f * np.exp(sample.log_weight))
 
 
-def _interval(values: F64, alpha: float, interval: str) -> tuple[float, float, float, float]:
-    """``(mean, lower, upper, standard_error)`` of i.i.d. values in ``[0, 1/_DEFENSIVE]``."""
+def _mean_interval(values: F64, alpha: float, interval: str, bound: float) -> tuple[float, float, float, float]:
+    """``(mean, lower, upper, standard_error)`` of i.i.d. values in ``[0, bound]``, coverage ``1 - alpha``.
+
+    ``interval="normal"``: the CLT interval; otherwise the empirical-Bernstein bound of
+    Maurer & Pontil (2009), Theorem 4, for values / bound in [0, 1], each tail at alpha / 2.
+    Shared with :mod:`dpacct.samplers.allocation`.
+    """
     n = values.size
     mean = float(values.mean())
     std = float(values.std(ddof=1))
@@ -383,11 +388,14 @@ def _interval(values: F64, alpha: float, interval: str) -> tuple[float, float, f
     if interval == "normal":
         half = float(special.ndtri(1.0 - alpha / 2.0)) * se
     else:
-        # Maurer & Pontil (2009), Theorem 4, for values / b in [0, 1], each tail at alpha / 2.
-        b = 1.0 / _DEFENSIVE
         log_term = math.log(4.0 / alpha)
-        half = math.sqrt(2.0 * std**2 * log_term / n) + 7.0 * b * log_term / (3.0 * (n - 1))
+        half = math.sqrt(2.0 * std**2 * log_term / n) + 7.0 * bound * log_term / (3.0 * (n - 1))
     return mean, max(0.0, mean - half), mean + half, se
+
+
+def _interval(values: F64, alpha: float, interval: str) -> tuple[float, float, float, float]:
+    """``(mean, lower, upper, standard_error)`` of the importance weights, in ``[0, 1/_DEFENSIVE]``."""
+    return _mean_interval(values, alpha, interval, 1.0 / _DEFENSIVE)
 
 
 def _rngs(seed: int | None, count: int) -> list[np.random.Generator]:

@@ -145,7 +145,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
 import numpy as np
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 from scipy import stats
 
 from dpacct import _check
@@ -393,6 +393,30 @@ def _method(q: float, steps: int, n: int, b: int, pair: TruncatedPoissonPair) ->
             f"PLD, {run}; overflow-labelled mixture, P(overflow)={pair.overflow_probability:.3g}")
 
 
+def _bounds(sigma: float, q: float, t: int, n: int, b: int, relation: str, relative_accuracy: float,
+            quantity: Literal["delta", "epsilon"], at: NDArray[np.float64]) -> TruncatedPoissonBounds:
+    """Certified bounds on delta(at) or epsilon(at): the mixture's upper, the realised pairs' best lower."""
+    pair = _pair(sigma, q, n, b, relation)
+    upper_acct, lower_accts = _accountants(sigma, q, t, pair, relative_accuracy)
+
+    def query(acct: PLDAccountant) -> Any:
+        return acct.delta_bounds(at) if quantity == "delta" else acct.epsilon_bounds(at)
+
+    lower, upper = query(upper_acct)
+    if pair.truncates:
+        lower = np.max([np.asarray(query(a).lower) for a in lower_accts], axis=0)
+        lower = np.minimum(lower, upper)  # both certified; guards the reported pair against round-off
+        lower = float(lower) if lower.ndim == 0 else lower
+    low_method, up_method = _method(q, t, n, b, pair)
+    return TruncatedPoissonBounds(
+        lower=Bound(value=lower, quantity=quantity, kind="lower bound", sampler="truncated_poisson",
+                    method=low_method),
+        upper=Bound(value=upper, quantity=quantity, kind="upper bound", sampler="truncated_poisson",
+                    method=up_method),
+        pair=pair,
+    )
+
+
 def delta_truncated_poisson_bounds(
     *,
     noise_multiplier: float,
@@ -444,20 +468,8 @@ def delta_truncated_poisson_bounds(
                                          neighboring_relation)
     t = _check.count("steps", steps, minimum=1)
     eps = _check.epsilon_array(epsilon)
-    pair = _pair(sigma, q, n, b, relation)
     # Delta queries set the grid from the delta target: 0.02 as dpacct.samplers.delta_poisson_bounds.
-    upper_acct, lower_accts = _accountants(sigma, q, t, pair, relative_accuracy)
-    lower, upper = upper_acct.delta_bounds(eps)
-    if pair.truncates:
-        lower = np.max([np.asarray(a.delta_bounds(eps).lower) for a in lower_accts], axis=0)
-        lower = np.minimum(lower, upper)  # both certified; guards the reported pair against round-off
-        lower = float(lower) if lower.ndim == 0 else lower
-    low_method, up_method = _method(q, t, n, b, pair)
-    return TruncatedPoissonBounds(
-        lower=Bound(value=lower, quantity="delta", kind="lower bound", sampler="truncated_poisson", method=low_method),
-        upper=Bound(value=upper, quantity="delta", kind="upper bound", sampler="truncated_poisson", method=up_method),
-        pair=pair,
-    )
+    return _bounds(sigma, q, t, n, b, relation, relative_accuracy, "delta", eps)
 
 
 def epsilon_truncated_poisson_bounds(
@@ -501,21 +513,7 @@ def epsilon_truncated_poisson_bounds(
                                          neighboring_relation)
     t = _check.count("steps", steps, minimum=1)
     d = _check.delta_array(delta)
-    pair = _pair(sigma, q, n, b, relation)
-    upper_acct, lower_accts = _accountants(sigma, q, t, pair, relative_accuracy)
-    lower, upper = upper_acct.epsilon_bounds(d)
-    if pair.truncates:
-        lower = np.max([np.asarray(a.epsilon_bounds(d).lower) for a in lower_accts], axis=0)
-        lower = np.minimum(lower, upper)  # both certified; guards the reported pair against round-off
-        lower = float(lower) if lower.ndim == 0 else lower
-    low_method, up_method = _method(q, t, n, b, pair)
-    return TruncatedPoissonBounds(
-        lower=Bound(value=lower, quantity="epsilon", kind="lower bound", sampler="truncated_poisson",
-                    method=low_method),
-        upper=Bound(value=upper, quantity="epsilon", kind="upper bound", sampler="truncated_poisson",
-                    method=up_method),
-        pair=pair,
-    )
+    return _bounds(sigma, q, t, n, b, relation, relative_accuracy, "epsilon", d)
 
 
 def truncated_poisson_rows(
