@@ -732,13 +732,26 @@ class PLDAccountant(Accountant):
         # Tiny sampling rates with few expected hits: where one tilt cannot serve the whole step.
         return q <= _SPLIT_MAX_RATE and count * q <= _SPLIT_MAX_HITS
 
-    def _split_composed(self, groups: list[tuple[_Spec, int]], direction: str, epsilon: float, delta: float) -> Any:
-        """A SplitComposedPld tuned for a query near ``(epsilon, delta)`` (see ``pld/split.hpp``)."""
+    def _split_composed(
+        self, groups: list[tuple[_Spec, int]], direction: str, epsilon: float, delta: float,
+        refine: bool = False, allowed: float | None = None,
+    ) -> Any:
+        """A SplitComposedPld tuned for a query near ``(epsilon, delta)`` (see ``pld/split.hpp``).
+
+        With ``refine`` the fine grid is chosen from the spread the discretisation adds to the
+        small part (``_refine_split``); without it from the older rule (cheap: for first passes
+        whose only job is to find where epsilon lies).
+        """
         spec, count = groups[0]
         steps = float(count)
-        allowed = max(self._relative_accuracy * epsilon, 1e-12)
+        if allowed is None:
+            allowed = self._relative_accuracy * epsilon
+        allowed = max(allowed, 1e-12)
         fine = self._grid(groups, direction, allowed)
-        coarse = max(fine, min(0.05 * epsilon, 2e-3))
+        # The rare part's grid: its spread moves epsilon by first order in the width, and
+        # 4 allowed (2 % of epsilon at the default accuracy) keeps that within the target
+        # (sigma=0.5, q=1e-7, T=1e7: 0.63 % wide at 5 %, 0.44 % at 2 %); first passes use 10.
+        coarse = max(fine, min((4.0 if refine else 10.0) * allowed, 2e-3))
         ratio = max(1, round(coarse / fine))
         coarse = ratio * fine
         # The cut: the smallest tau (a coarse grid point) leaving about _SPLIT_RARE rare steps in all.
@@ -750,7 +763,16 @@ class PLDAccountant(Accountant):
         beyond = np.abs(loss[order])[tails * steps > _SPLIT_RARE]
         tau = float(beyond[0]) if beyond.size else coarse
         tau_index = max(1, math.ceil(tau / coarse))
-        small, rare = _split_step(spec, direction, fine, ratio, tau_index)
+        # Each step's tails are cut where the query cannot see them (mass charged, as in
+        # _query_tail): the rare part then spans fewer losses, which lets M take the tilt
+        # the queried delta needs (sigma=0.8, q=1e-4, T=1e4, delta(0.5): 8.5 % -> 1.4 % wide).
+        log_tail = self._query_tail(groups, delta)
+        small, rare = _split_step(spec, direction, fine, ratio, tau_index, log_tail)
+        if refine:
+            small, rare, ratio, tau_index = self._refine_split(
+                spec, direction, steps, epsilon, allowed, small, rare, ratio, tau_index, log_tail
+            )
+            coarse = float(rare.discretization)
         log_small = float(np.logaddexp.reduce(small.log_upper))
         log_rare = float(np.logaddexp.reduce(rare.log_upper)) if rare.log_upper.size else -math.inf
         rate = math.exp(log_rare - np.logaddexp(log_small, log_rare)) if log_rare > -math.inf else 0.0
@@ -758,29 +780,102 @@ class PLDAccountant(Accountant):
         tau_loss = tau_index * coarse
         tilt = min(math.log(1.0 / delta) / max(epsilon, 1e-12), 20.0 / tau_loss)
         rare_top = float(np.max(np.abs((rare.upper_low + np.arange(rare.log_upper.size)) * coarse)))
-        rare_tilt = min(tilt, 30.0 / max(rare_top, 1e-12))
+        # M's tilt lifts the queried delta over M's round-off but multiplies its far rare losses
+        # by e^{rare_tilt rare_top}: that range is kept to e^30 at delta >= 1e-8 and widened to
+        # e^45 for the tiniest deltas (measured on bench/pld_regimes.py: sigma=0.8, q=1e-4,
+        # T=1e4, delta(2) ~ 1.3e-17 is 64 % wide at e^30 and 1.9 % at e^45, while sigma=0.5,
+        # q=1e-7, T=1e7 at delta=1e-6 goes from 0.47 % to 0.59 %).
+        dynamic_range = min(max(1.7 * math.log(1.0 / delta), 30.0), 45.0)
+        rare_tilt = min(tilt, dynamic_range / max(rare_top, 1e-12))
         return _core.pld.SplitComposedPld(small, rare, steps, rare_max, tilt, rare_tilt, self._max_size)
 
-    def _split_epsilon(self, groups: list[tuple[_Spec, int]], direction: str, delta: float, estimate: float) -> tuple[float, float]:
-        """Certified epsilon bounds from the split composition, refined once around its own answer."""
+    def _refine_split(
+        self, spec: _Spec, direction: str, steps: float, epsilon: float, allowed: float,
+        small: Any, rare: Any, ratio: int, tau_index: int, log_tail: float,
+    ) -> tuple[Any, Any, int, int]:
+        """Finer small parts until the spread they add is within the error model's budget.
+
+        Connect the dots adds to each step's loss variance the spread of every cell to its
+        two grid points; where the small part is a spike narrower than a cell (tiny q) that
+        spread is first order in the grid width and can exceed the spike's own variance,
+        which then sets epsilon (sigma=0.5, q=1e-7, T=1e7: the old grid left the interval
+        26 % wide). The spread ``A`` is measured on the discretisation (variance of the upper
+        masses minus that of the labels' own losses, which is at most the true variance),
+        and the error model of ``_grid`` with ``D^2 / 4`` replaced by ``A`` predicts the gap,
+        ``4 k T A (epsilon / 2V + 1/4)``. The width is cut until that meets the target, the
+        small part stays within ``_MAX_CELLS / 16`` cells, or six tries are spent; the coarse
+        grid and the cut (``tau_index`` coarse cells) stay where they were, and G's window
+        (about 30 standard deviations of the composed small part) within half of max_size.
+        """
+        coarse = ratio * float(small.discretization)
+        tau_loss = tau_index * coarse
+        target = _GAP_TARGET * allowed
+        for _try in range(6):
+            spread, merged = _spread_variance(small)
+            variance = steps * merged
+            if variance > 0.0 and spread <= 0.5 * merged:
+                predicted = 4.0 * _GAP_CONSTANT * steps * spread * (epsilon / (2.0 * variance) + 0.25)
+                if predicted <= target:
+                    break
+                shrink = min(8.0, max(1.5, predicted / target))  # the spread is first order at worst
+            else:
+                shrink = 8.0  # the spike sits inside a cell or two: resolve it first
+            # G's FFT spans about 30 of its standard deviations: keep it within half of max_size,
+            # and the small part within _MAX_CELLS / 16 cells.
+            fine = max(coarse / ratio / shrink, 64.0 * math.sqrt(max(variance, 0.0)) / self._max_size,
+                       32.0 * tau_loss / _MAX_CELLS)
+            new_ratio = max(1, round(coarse / fine))
+            if new_ratio <= ratio:
+                break
+            ratio = new_ratio
+            small, rare = _split_step(spec, direction, coarse / ratio, ratio, tau_index, log_tail)
+        return small, rare, ratio, tau_index
+
+    def _split_epsilon(
+        self, groups: list[tuple[_Spec, int]], direction: str, delta: float, estimate: float,
+        irrelevant_below: float = 0.0,
+    ) -> tuple[float, float]:
+        """Certified epsilon bounds from the split composition.
+
+        First passes on the older, cheap grid locate epsilon (the Chernoff guide can overshoot
+        by orders of magnitude at tiny q); once their upper bound moves by less than a quarter,
+        the fine grid is refined for it (``_refine_split``), at most twice. Stops once the gap
+        meets the target or the upper bound is at most ``irrelevant_below``.
+        """
         best_lower, best_upper = 0.0, math.inf
-        for _attempt in range(4):
+        previous, refined = math.inf, 0
+
+        def met() -> bool:
+            gap_ok = math.isfinite(best_upper) and best_upper - best_lower <= self._relative_accuracy * best_upper
+            return gap_ok or best_upper <= irrelevant_below
+
+        for attempt in range(6):
+            located = math.isfinite(best_upper) and (best_upper >= 0.75 * previous or attempt >= 3)
+            # Aimed at the lower end of what is known: the target is relative to the answer.
+            allowed = self._relative_accuracy * (best_lower if located and best_lower > 0.0 else estimate)
+            if irrelevant_below > best_lower:
+                allowed = max(allowed, 0.5 * (irrelevant_below - best_lower))
             try:
-                composed = self._split_composed(groups, direction, estimate, delta)
+                composed = self._split_composed(groups, direction, estimate, delta, refine=located, allowed=allowed)
             except ValueError:
                 break
+            refined += located
             lo, up, _ = composed.epsilon_bounds(delta)
+            previous = best_upper
             best_lower, best_upper = max(best_lower, lo), min(best_upper, up)
-            if math.isfinite(best_upper) and best_upper - best_lower <= self._relative_accuracy * best_upper:
+            if met() or refined >= 2:
                 break
-            # The Chernoff guide can overshoot by orders of magnitude at tiny q: aim lower.
             estimate = best_upper if math.isfinite(best_upper) else max(best_lower, estimate / 16.0)
         return best_lower, best_upper
 
-    def _split_delta(self, groups: list[tuple[_Spec, int]], direction: str, epsilon: float, estimate: float) -> tuple[float, float]:
-        """Certified delta bounds from the split composition."""
+    def _split_delta(
+        self, groups: list[tuple[_Spec, int]], direction: str, epsilon: float, estimate: float, allowed: float,
+    ) -> tuple[float, float]:
+        """Certified delta bounds from the split composition (``allowed``: the epsilon error to aim at)."""
         try:
-            composed = self._split_composed(groups, direction, epsilon, max(min(estimate, 0.5), 1e-300))
+            composed = self._split_composed(
+                groups, direction, epsilon, max(min(estimate, 0.5), 1e-300), refine=True, allowed=allowed
+            )
         except ValueError:
             return 0.0, 1.0
         lo, up = composed.delta_bounds(np.array([epsilon]))
@@ -841,7 +936,7 @@ class PLDAccountant(Accountant):
         best_lower, best_upper = 0.0, 1.0
         split = self._split_applies(groups)
         if split and groups[0][0].sampling_probability <= _SPLIT_FIRST_RATE:
-            best_lower, best_upper = self._split_delta(groups, direction, epsilon, guide.value)
+            best_lower, best_upper = self._split_delta(groups, direction, epsilon, guide.value, allowed)
             split = False
             if best_upper - best_lower <= self._relative_accuracy * best_upper or best_upper <= irrelevant_below:
                 return best_lower, best_upper
@@ -889,7 +984,7 @@ class PLDAccountant(Accountant):
                 break  # more tilt did not help (the tilted tails outgrew the window): a stronger one will not either
             best_lower, best_upper = max(best_lower, float(lo[0])), min(best_upper, float(up[0]))
         if split and best_upper - best_lower > self._relative_accuracy * best_upper and best_upper > irrelevant_below:
-            lo, up = self._split_delta(groups, direction, epsilon, best_upper)  # certified too: intersect
+            lo, up = self._split_delta(groups, direction, epsilon, best_upper, allowed)  # certified too: intersect
             best_lower, best_upper = max(best_lower, lo), min(best_upper, up)
         return best_lower, best_upper
 
@@ -978,7 +1073,7 @@ class PLDAccountant(Accountant):
         effort = self._max_size
         if split and groups[0][0].sampling_probability <= _SPLIT_FIRST_RATE:
             # Few rare steps at a tiny rate: the split composition (certified too) usually answers alone.
-            best_lower, best_upper = self._split_epsilon(groups, direction, delta, guide.value)
+            best_lower, best_upper = self._split_epsilon(groups, direction, delta, guide.value, irrelevant_below)
             split = False
             if met():
                 return best_lower, best_upper
@@ -1005,7 +1100,9 @@ class PLDAccountant(Accountant):
                 break
             discretization = finer
         if split and not met():  # both answers are certified: keep their intersection
-            lo, up = self._split_epsilon(groups, direction, delta, best_upper if math.isfinite(best_upper) else guide.value)
+            lo, up = self._split_epsilon(
+                groups, direction, delta, best_upper if math.isfinite(best_upper) else guide.value, irrelevant_below
+            )
             best_lower, best_upper = max(best_lower, lo), min(best_upper, up)
         return best_lower, best_upper
 
@@ -1037,18 +1134,46 @@ _SPLIT_RARE = 3.0  # expected number of rare steps the cut aims at
 _FALLBACK_SIZE = 2**20  # the largest whole grid tried after the split composition has answered
 
 
-def _split_step(spec: _Spec, direction: str, discretization: float, ratio: int, tau_index: int) -> Any:
-    """The (small, rare) parts of one step (``_core.pld``'s split discretisation)."""
+def _split_step(
+    spec: _Spec, direction: str, discretization: float, ratio: int, tau_index: int, log_tail: float = _LOG_TAIL
+) -> Any:
+    """The (small, rare) parts of one step (``_core.pld``'s split discretisation), tails cut at e^log_tail."""
     q, d = spec.sampling_probability, discretization
     extra = {"split_ratio": ratio, "split_tau": tau_index}
     if spec.kind == "gaussian":
-        return _core.pld.gaussian_step(spec.parameters[0], q, direction, d, _LOG_TAIL, _MAX_CELLS, **extra)
+        return _core.pld.gaussian_step(spec.parameters[0], q, direction, d, log_tail, _MAX_CELLS, **extra)
     if spec.kind == "laplace":
-        return _core.pld.laplace_step(spec.parameters[0], q, direction, d, _LOG_TAIL, _MAX_CELLS, **extra)
+        return _core.pld.laplace_step(spec.parameters[0], q, direction, d, log_tail, _MAX_CELLS, **extra)
     sigma, sens, probs = spec.parameters
     return _core.pld.mixture_gaussian_step(
-        sigma, np.asarray(sens), np.asarray(probs), q, direction, d, _LOG_TAIL, _MAX_CELLS, **extra
+        sigma, np.asarray(sens), np.asarray(probs), q, direction, d, log_tail, _MAX_CELLS, **extra
     )
+
+
+def _spread_variance(step: Any) -> tuple[float, float]:
+    """Per step: the variance connect the dots adds, and the variance of the labels' own losses.
+
+    The second is the loss variance of the labelled (merged) pair, a post-processing: at most
+    the true one (law of total variance). The first is the upper masses' variance less it.
+    """
+    d = float(step.discretization)
+    log_upper = np.asarray(step.log_upper)
+    log_p, log_q = np.asarray(step.log_p), np.asarray(step.log_q)
+    if log_upper.size == 0 or log_p.size == 0:
+        return 0.0, 0.0
+    top = float(log_upper.max())
+    mass = np.exp(log_upper - top)
+    loss = (step.upper_low + np.arange(log_upper.size)) * d
+    mean = float((mass * loss).sum() / mass.sum())
+    upper = float((mass * (loss - mean) ** 2).sum() / mass.sum())
+    both = np.isfinite(log_p) & np.isfinite(log_q)
+    if not both.any():
+        return upper, 0.0
+    weight = np.exp(log_p[both] - float(log_p[both].max()))
+    own = log_p[both] - log_q[both]
+    own_mean = float((weight * own).sum() / weight.sum())
+    merged = float((weight * (own - own_mean) ** 2).sum() / weight.sum())
+    return max(upper - merged, 0.0), merged
 
 
 def _binomial_tail_count(steps: float, rate: float, allowed: float) -> int:

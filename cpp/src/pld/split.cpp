@@ -251,6 +251,24 @@ SplitComposedPld::SplitComposedPld(const SplitStep& split, double count, long ra
     g_high_ += d_fine_;
     g_low_ -= d_fine_;
     g_mass_u_ = std::exp(g_tilted_->log_mass_upper()) * (1.0 + 8.0 * kU);
+    // Chernoff: sum_K p_K (1 - e^{y - K D})_+ <= e^{-lambda y} (sum_j s_j e^{lambda j D})^(T - H)
+    // for the exact composition of the small part's upper masses s_j (the quantity G's
+    // upper_finite bounds, after the same loss_slack shift), at lambda = 2^(m/2). Each
+    // log-sum-exp over n terms of size at most v errs by less than 8 u (n + 2 + v).
+    g_slack_ = g_count * small.loss_slack;
+    std::vector<double> terms(small.log_upper.size());
+    for (int m = -4; m <= 64; ++m) {
+      const double lambda = std::pow(2.0, 0.5 * m);
+      double largest = 0.0;
+      for (std::size_t j = 0; j < terms.size(); ++j) {
+        terms[j] = small.log_upper[j] + lambda * static_cast<double>(small.upper_low + static_cast<long>(j)) * d_fine_;
+        if (std::isfinite(terms[j])) largest = std::max(largest, std::fabs(terms[j]));
+      }
+      const double log_mgf = log_total(terms);
+      if (!std::isfinite(log_mgf)) continue;
+      const double margin = 8.0 * kU * (static_cast<double>(terms.size()) + 2.0 + largest);
+      g_chernoff_.push_back({lambda, g_count * (log_mgf + margin)});
+    }
   } else {
     g_identity_ = true;
     g_low_ = -d_fine_;
@@ -403,6 +421,9 @@ SplitComposedPld::SplitComposedPld(const SplitStep& split, double count, long ra
     out.suffix.assign(size_ + 1, 0.0);
     const double r0 = std::exp(-out.tilt * dc);
     for (std::size_t i = size_; i-- > 0;) out.suffix[i] = out.c[i] + r0 * out.suffix[i + 1];
+    double c_total = 0.0;
+    for (const double v : out.c) c_total += v;
+    out.c_total = c_total * (1.0 + 4.0 * kU * static_cast<double>(size_ + 8));
     if (kind == 0) {
       out.suffix1.assign(size_ + 1, 0.0);
       const double r1 = std::exp(-(out.tilt + 1.0) * dc);
@@ -427,6 +448,16 @@ double SplitComposedPld::g_upper(double e) const {
   double v = g_tilted_->upper_finite(e);
   if (g_flat_) v = std::min(v, g_flat_->upper_finite(e));
   return v;
+}
+
+double SplitComposedPld::g_chernoff(double y) const {
+  double best = 1.0;
+  const double shifted = y - g_slack_;
+  for (const auto& [lambda, log_mgf] : g_chernoff_) {
+    const double exponent = log_mgf - lambda * shifted;
+    best = std::min(best, std::exp(exponent + 8.0 * kU * (std::fabs(lambda * shifted) + std::fabs(log_mgf))));
+  }
+  return best;
 }
 
 double SplitComposedPld::g_p(double y) const {
@@ -476,6 +507,28 @@ Middle middle_sum(const std::vector<double>& c, double tilt, long start, double 
 
 }  // namespace
 
+// sum_{i <= i_a} M_k U_G(eps - k D_R): every argument is >= g_high, where G's round-off
+// floors U_G (about 1e-13 relative), so U_G(g_high) times M's total is one bound. Split
+// instead at a loss y1 <= eps - g_high: below it U_G(eps - k D_R) <= U_G's Chernoff bound
+// at eps - y1, times M's total; above it M_k = c_i e^{log_scale - tilt k D_R} with
+// k D_R > y1 sums to at most e^{log_scale - tilt y1} (sum c + err sqrt(n)), times U_G(g_high).
+double SplitComposedPld::edge_upper(double eps, long i_a) const {
+  const Tilted& m = mu_;
+  const double total = std::exp(m.log_total);
+  const double at_edge = g_upper(g_high_);
+  double best = at_edge * total;
+  if (g_identity_ || g_chernoff_.empty()) return best;
+  const double top = std::min(eps - g_high_, static_cast<double>(m_start_ + i_a) * d_coarse_);
+  const double c_sum = m.c_total + m.err * std::sqrt(static_cast<double>(size_));
+  for (int j = 0; j <= 16; ++j) {
+    const double y1 = top - static_cast<double>(j) * (std::fabs(top) + d_coarse_) / 8.0;
+    const double below = total * g_chernoff(eps - y1);
+    const double above = std::exp(m.log_scale - m.tilt * y1) * c_sum * at_edge;
+    best = std::min(best, (below + above) * (1.0 + 8.0 * kU));
+  }
+  return best;
+}
+
 // delta_u(eps) = sum_k M_k U_G(eps - k D_R), k = m_start + i. G's pieces are at most
 // U_G(g_high) where eps - k D_R >= g_high (i <= i_a: bounded with M's exact total),
 // the closed form mass - e^{eps - k D_R} X below g_low (i >= i_b: tilted suffix sums),
@@ -489,7 +542,7 @@ double SplitComposedPld::upper_bound(double epsilon_in) const {
   const long i_a = std::min(static_cast<long>(std::floor((eps - g_high_) / dc)) - m_start_, n - 1);
   const long i_b = std::max(static_cast<long>(std::floor((eps - g_low_) / dc)) + 1 - m_start_, i_a + 1);
   double value = 0.0;
-  if (i_a >= 0) value += g_upper(g_high_) * std::exp(m.log_total);
+  if (i_a >= 0) value += edge_upper(eps, i_a);
   const Middle mid = middle_sum(m.c, m.tilt, m_start_, dc, i_a, i_b, [&](double k) { return g_upper(eps - k); });
   const double middle = mid.sum * (1.0 + 4.0 * kU * static_cast<double>(n + 8)) + m.err * mid.norm;
   if (middle > 0.0) value += std::exp(m.log_scale + mid.tilt_ref + std::log(middle));
@@ -560,7 +613,7 @@ double SplitComposedPld::threshold_value(double epsilon, double z) const {
   return std::exp(log_p + log1mexp(x)) * (1.0 - 8.0 * kU) * std::max(1.0 - shrink, 0.0);
 }
 
-double SplitComposedPld::lower_bound(double epsilon) const {
+double SplitComposedPld::lower_bound(double epsilon, double* offset) const {
   // Any threshold gives a valid bound. The label sums need not track the loss
   // exactly (rounding of many tiny losses biases them), so the best threshold is
   // searched over a span of G's windows around eps, then refined around the best.
@@ -577,20 +630,63 @@ double SplitComposedPld::lower_bound(double epsilon) const {
     }
   }
   const double fine = std::max(step / 16.0, d_fine_);
-  for (int j = -16; j <= 16; ++j) best = std::max(best, threshold_value(epsilon, best_z + static_cast<double>(j) * fine));
+  const double centre = best_z;
+  for (int j = -16; j <= 16; ++j) {
+    const double z = centre + static_cast<double>(j) * fine;
+    const double v = threshold_value(epsilon, z);
+    if (v > best) {
+      best = v;
+      best_z = z;
+    }
+  }
+  if (offset != nullptr) *offset = best_z - epsilon;
+  return std::min(std::max(best, inf_lower_), 1.0);
+}
+
+double SplitComposedPld::lower_bound_near(double epsilon, double* offset) const {
+  // The best threshold moves with eps (about z ~ eps + offset): a local search
+  // around it, a fifth of lower_bound's tests, for the bisection over eps.
+  const double width = std::max(g_high_ - g_low_, 4.0 * d_coarse_);
+  const double step = 3.0 * width / 160.0;
+  const double fine = std::max(step / 16.0, d_fine_);
+  const double centre = epsilon + *offset;
+  double best = 0.0, best_z = centre;
+  auto test = [&](double z) {
+    const double v = threshold_value(epsilon, z);
+    if (v > best) {
+      best = v;
+      best_z = z;
+    }
+  };
+  for (int j = -4; j <= 4; ++j) test(centre + static_cast<double>(j) * step);
+  for (int j = -16; j <= 16; ++j) test(centre + static_cast<double>(j) * fine);
+  if (best > 0.0) *offset = best_z - epsilon;
   return std::min(std::max(best, inf_lower_), 1.0);
 }
 
 void SplitComposedPld::delta_bounds(double epsilon, double* lower, double* upper) const {
   if (std::isnan(epsilon)) fail("epsilon", "a number", epsilon);
   *upper = upper_bound(epsilon);
-  *lower = std::min(lower_bound(epsilon), *upper);
+  *lower = std::min(lower_bound(epsilon, nullptr), *upper);
 }
 
 void SplitComposedPld::epsilon_bounds(double delta, double* lower, double* upper) const {
   if (!(delta > 0.0 && delta < 1.0)) fail("delta", "in (0, 1)", delta);
   auto up = [&](double e) { return upper_bound(e); };
-  auto down = [&](double e) { return std::min(lower_bound(e), upper_bound(e)); };
+  // The first positive lower bound comes from the full threshold search; the bisection
+  // after it searches near that threshold only (every threshold gives a valid bound).
+  double offset = 0.0;
+  bool located = false;
+  auto down = [&](double e) {
+    double v;
+    if (located) {
+      v = lower_bound_near(e, &offset);
+    } else {
+      v = lower_bound(e, &offset);
+      located = v > inf_lower_;
+    }
+    return std::min(v, upper_bound(e));
+  };
   const double rare_top = static_cast<double>(m_start_ + static_cast<long>(size_)) * d_coarse_;  // past M's support
   const double stop = std::max(g_high_, 0.0) + std::max(rare_top, 0.0) + 1.0;
   if (up(0.0) <= delta) {

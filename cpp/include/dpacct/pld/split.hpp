@@ -77,12 +77,20 @@ class SplitComposedPld {
 
  private:
   double upper_bound(double epsilon) const;
-  double lower_bound(double epsilon) const;
+  // The best threshold test over a span of G's windows around epsilon; `offset`
+  // (if not null) receives its threshold minus epsilon.
+  double lower_bound(double epsilon, double* offset) const;
+  // The best test near threshold epsilon + *offset (updated).
+  double lower_bound_near(double epsilon, double* offset) const;
   double threshold_value(double epsilon, double z) const;
   // G's pieces: the tightest of the tilted and the untilted composition.
   double g_upper(double e) const;
   double g_p(double y) const;
   double g_q(double y) const;
+  // A Chernoff bound on U_G(y) from the small part's moment generating function.
+  double g_chernoff(double y) const;
+  // sum over i <= i_a of M_k U_G(eps - k D_R) (see split.cpp).
+  double edge_upper(double eps, long i_a) const;
 
   long rare_max_ = 0;
   double d_fine_ = 0.0, d_coarse_ = 0.0;
@@ -91,6 +99,8 @@ class SplitComposedPld {
   double g_low_ = 0.0, g_high_ = 0.0;      // losses outside which G's pieces are constant / closed form
   double g_mass_u_ = 0.0, g_x_low_ = 0.0;  // G's total upper mass; a lower bound of sum_window p_K e^{-K D}
   double g_mass_p_low_ = 0.0, g_mass_q_ = 0.0;
+  double g_slack_ = 0.0;                                  // G's loss_slack shift
+  std::vector<std::pair<double, double>> g_chernoff_;   // (lambda, log E_G e^{lambda L} rounded up)
   // M on the coarse grid, tilted: M_k = c_i exp(log_scale - tilt_kind k D_R), k = m_start + i,
   // tilt_kind = rare_tilt for the upper masses and P-labels, rare_tilt + 1 for the Q-labels.
   struct Tilted {
@@ -99,6 +109,7 @@ class SplitComposedPld {
     std::vector<double> suffix1; // the same with tilt + 1 (upper masses only)
     double tilt = 0.0, log_scale = 0.0, err = 0.0;  // err: 2-norm round-off of c
     double log_total = 0.0;      // log of the exact untilted total mass (rounded up)
+    double c_total = 0.0;        // sum of c, rounded up
   };
   long m_start_ = 0;
   std::size_t size_ = 0;
