@@ -1,0 +1,82 @@
+"""Random epsilon queries over issue 10's whole range: how often the PLD engine misses 1 % or 2 s.
+
+Usage: python bench/pld_sweep.py [--queries N] [--seed S] [--min-rate Q] [--max-rate Q]
+
+Draws sigma log-uniform in [0.3, 10], q log-uniform in [min-rate, max-rate] (default 1e-8 .. 1),
+T log-uniform in [1, 1e8] and delta log-uniform in [1e-15, 0.1], answers epsilon(delta) cold
+(``dpacct.pld.clear_cache()`` before each query) and prints every query that misses the
+issue's targets (certified width <= 1 % of epsilon, <= 2 CPU seconds), then a summary.
+Two soundness checks run on every query, against code the interval does not use:
+the lower bound may not exceed RDP's epsilon (an upper bound, Mironov 2017, arXiv:1702.07476),
+and the certified lower bound on delta at the upper epsilon may not exceed delta.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import time
+
+import dpacct
+from dpacct.pld import PLDAccountant, clear_cache
+from dpacct.rdp import RDPAccountant
+
+
+def log_uniform(rng: random.Random, low: float, high: float) -> float:
+    return math.exp(rng.uniform(math.log(low), math.log(high)))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=10)
+    parser.add_argument("--min-rate", type=float, default=1e-8)
+    parser.add_argument("--max-rate", type=float, default=1.0)
+    args = parser.parse_args()
+    rng = random.Random(args.seed)
+    wide, slow, unsound, cpu_all, widths = 0, 0, 0, [], []
+    print(f"dpacct {dpacct.__version__}, seed {args.seed}, q in [{args.min_rate:g}, {args.max_rate:g}]")
+    print("| sigma | q | T | delta | lower | upper | width | CPU s | misses |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for _ in range(args.queries):
+        sigma = log_uniform(rng, 0.3, 10.0)
+        q = min(log_uniform(rng, args.min_rate, args.max_rate), 1.0)
+        steps = max(1, int(log_uniform(rng, 1.0, 1e8)))
+        delta = log_uniform(rng, 1e-15, 0.1)
+        clear_cache()
+        acct = PLDAccountant().step(noise_multiplier=sigma, sampling_probability=q, count=steps)
+        start = time.process_time()
+        lower, upper = (float(x) for x in acct.epsilon_bounds(delta))
+        cpu = time.process_time() - start
+        rdp = float(RDPAccountant().step(noise_multiplier=sigma, sampling_probability=q, count=steps).get_epsilon(delta))
+        delta_lower = float(acct.delta_bounds(upper).lower) if math.isfinite(upper) else 0.0
+        width = (upper - lower) / upper if upper > 0.0 else 0.0
+        misses = []
+        if lower > rdp * (1.0 + 1e-9):
+            misses.append("UNSOUND: lower > RDP")
+        if delta_lower > delta * (1.0 + 1e-6):
+            misses.append("UNSOUND: delta lower bound at the upper epsilon > delta")
+        if width > 0.01:
+            misses.append("width > 1 %")
+        if cpu > 2.0:
+            misses.append("CPU > 2 s")
+        unsound += any(m.startswith("UNSOUND") for m in misses)
+        wide += width > 0.01
+        slow += cpu > 2.0
+        cpu_all.append(cpu)
+        widths.append(width)
+        if misses:
+            print(f"| {sigma:.3g} | {q:.3g} | {steps} | {delta:.3g} | {lower:.6g} | {upper:.6g} | {100 * width:.2f} % "
+                  f"| {cpu:.2f} | {', '.join(misses)} |", flush=True)
+    cpu_all.sort()
+    widths.sort()
+    n = len(cpu_all)
+    print()
+    print(f"{n} queries: {unsound} unsound, {wide} wider than 1 %, {slow} over 2 CPU s; "
+          f"median width {100 * widths[n // 2]:.2f} %, median CPU {cpu_all[n // 2]:.3f} s, "
+          f"largest CPU {cpu_all[-1]:.2f} s")
+
+
+if __name__ == "__main__":
+    main()
