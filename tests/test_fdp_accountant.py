@@ -41,7 +41,9 @@ def test_gaussian_pld_epsilon_brackets_exact() -> None:
     acct = FDPAccountant().compose(GaussianMechanism(noise_multiplier=1.0))
     exact = float(gaussian.epsilon_for_delta(noise_multiplier=1.0, delta=1e-5))
     lower, upper = acct.epsilon_bounds(1e-5)
-    assert lower <= exact <= upper
+    # epsilon_for_delta is an upper bound aimed at delta (1 - 1e-9) (4.3771780959 against 4.3771780956812 by
+    # mpmath); one step is now answered in closed form to ~1e-12, so the comparison allows that 1e-9.
+    assert lower <= exact and exact <= upper * (1 + 1e-9)
     np.testing.assert_allclose(acct.get_epsilon(1e-5), exact, rtol=RTOL_PLD)
     assert acct.get_delta(exact) >= 1e-5 * (1 - 1e-9)
 

@@ -24,7 +24,9 @@ def test_gaussian_compositions_bracket_the_exact_curve(sigma: float, count: int,
     acct = PLDAccountant().compose(GaussianMechanism(noise_multiplier=sigma), count)
     lower, upper = acct.epsilon_bounds(delta)
     exact = gaussian.epsilon_for_delta(noise_multiplier=sigma / math.sqrt(count), delta=delta)
-    assert lower <= exact <= upper
+    # epsilon_for_delta is an upper bound aimed at delta (1 - 1e-9); one step is answered in closed form to
+    # ~1e-12 (3.1386705485860 at sigma=1, delta=1e-3, mpmath 3.1386705485829), so the comparison allows 1e-9.
+    assert lower <= exact <= upper * (1 + 1e-9)
     assert upper - lower <= MAX_RELATIVE_GAP * exact
 
 

@@ -45,7 +45,14 @@ composed on a fine grid with as much tilt as the query needs, and its rare part,
 composed by the number of rare steps (binomial identity; beyond H of them the
 mass is charged), on a coarse grid (``cpp/include/dpacct/pld/split.hpp``). At
 q <= 1e-6 this goes first; above, only where the whole-grid composer misses its
-target, and the two certified intervals are intersected.
+target, and the two certified intervals are intersected. The small part's grid is
+refined until the spread connect-the-dots adds to it fits the error model (at tiny q
+that spread is first order in the width), each step's tails are cut for the query,
+and beyond G's window U_G is bounded by a Chernoff bound on G.
+
+One Poisson-subsampled Gaussian step (T = 1) is answered in closed form, with
+certified rounding (``dpacct/pld/single.py``): a grid cannot resolve the loss where
+q and epsilon are tiny.
 """
 
 from __future__ import annotations
@@ -61,6 +68,7 @@ from numpy.typing import ArrayLike, NDArray
 from dpacct import _check, _core
 from dpacct._shape import unwrap
 from dpacct.accountant import Accountant, register_accountant
+from dpacct.pld.single import gaussian_step_delta_bounds, gaussian_step_epsilon_bounds
 from dpacct.pld.threshold import threshold_delta_lower, threshold_epsilon_lower
 from dpacct.mechanisms import (
     EpsilonDeltaMechanism,
@@ -422,8 +430,8 @@ class PLDAccountant(Accountant):
     --------
     >>> acct = PLDAccountant().compose(GaussianMechanism(noise_multiplier=1.0))
     >>> lower, upper = acct.epsilon_bounds(1e-5)
-    >>> lower <= 4.3772 <= upper   # the exact Gaussian epsilon
-    True
+    >>> round(lower, 9), round(upper, 9)   # one step in closed form: the exact 4.377178095681...
+    (4.377178096, 4.377178096)
     >>> lap = PLDAccountant().compose(LaplaceMechanism(noise_multiplier=10.0), 100)
     >>> lo, up = lap.epsilon_bounds(1e-5)   # 100 steps of 0.1-DP: basic composition says 10
     >>> 4.21 < lo <= 4.2204 <= up < 4.24    # the truth, 4.2204, inside a 0.2 % interval
@@ -903,7 +911,13 @@ class PLDAccountant(Accountant):
         if not groups:
             return Bounds(unwrap(lower), unwrap(upper))
         tests = _threshold_steps(groups)
+        single = self._single_gaussian(groups)
         for index, e in np.ndenumerate(eps):
+            if single is not None:
+                lo_one, up_one = gaussian_step_delta_bounds(single[0], single[1], float(e))
+                if up_one - lo_one <= self._relative_accuracy * up_one:
+                    lower[index], upper[index] = lo_one, max(up_one, _TINIEST)
+                    continue
             lo_all, up_all = 0.0, 0.0
             order = sorted(self._directions(groups), key=lambda r: -self._guide_delta(groups, r, float(e)).value)
             for direction in order:
@@ -912,6 +926,8 @@ class PLDAccountant(Accountant):
                 if tests is not None and lo < (1.0 - self._relative_accuracy) * up and up > lo_all:
                     lo = max(lo, min(threshold_delta_lower(tests, float(e), direction), up))
                 lo_all, up_all = max(lo_all, lo), max(up_all, up)
+            if single is not None:  # both certified: keep their intersection
+                lo_all, up_all = max(lo_all, lo_one), min(up_all, up_one)
             lower[index] = lo_all
             upper[index] = max(up_all, _TINIEST)  # a positive delta below the double range stays positive
         return Bounds(unwrap(lower), unwrap(upper))
@@ -1017,7 +1033,13 @@ class PLDAccountant(Accountant):
         if not groups:
             return Bounds(unwrap(lower), unwrap(upper))
         tests = _threshold_steps(groups)
+        single = self._single_gaussian(groups)
         for index, target in np.ndenumerate(d):
+            if single is not None:
+                lo_one, up_one = gaussian_step_epsilon_bounds(single[0], single[1], float(target))
+                if up_one - lo_one <= self._relative_accuracy * up_one:
+                    lower[index], upper[index] = lo_one, up_one
+                    continue
             # The coarse steps cut their tails as the query's steps do, on a coarser scale of
             # tails (multiples of 10, rounded down) so that nearby queries share them.
             self._coarse_tail = max(10.0 * math.floor(self._query_tail(groups, float(target)) / 10.0), _LOG_TAIL)
@@ -1025,9 +1047,20 @@ class PLDAccountant(Accountant):
                 lo_all, up_all = self._epsilon_bounds_one(groups, tests, float(target))
             finally:
                 self._coarse_tail = _LOG_TAIL
+            if single is not None:  # both certified: keep their intersection
+                lo_all, up_all = max(lo_all, lo_one), min(up_all, up_one)
             lower[index] = lo_all
             upper[index] = up_all
         return Bounds(unwrap(lower), unwrap(upper))
+
+    def _single_gaussian(self, groups: list[tuple[_Spec, int]]) -> tuple[float, float] | None:
+        """(sigma, q) when the history is one Poisson-subsampled Gaussian step: answered in closed form."""
+        if self._discretization is not None or len(groups) != 1:
+            return None
+        spec, count = groups[0]
+        if not isinstance(spec, _Spec) or spec.kind != "gaussian" or count != 1:
+            return None
+        return float(spec.parameters[0]), float(spec.sampling_probability)
 
     def _epsilon_bounds_one(
         self, groups: list[tuple[_Spec, int]], tests: list[tuple[float, float, float]] | None, target: float
