@@ -64,8 +64,13 @@ def test_epsilon_inverts_delta() -> None:
     assert lower <= 3.1386705485829 <= upper and upper - lower <= 1e-11
 
 
-def test_huge_epsilon_gives_trivial_bounds() -> None:
+def test_huge_epsilon_gives_trivial_bounds_and_the_grid_answers() -> None:
     assert gaussian_step_delta_bounds(0.01, 1.0, 1000.0) == (0.0, 1.0)
+    assert gaussian_step_epsilon_bounds(0.02, 1.0, 1e-5) == (0.0, math.inf)
+    # The accountant then composes on its grid: sigma = 0.02 gives 1462.285 (Balle-Wang).
+    lower, upper = dpacct.PLDAccountant().step(noise_multiplier=0.02, sampling_probability=1.0).epsilon_bounds(1e-5)
+    exact = float(dpacct.gaussian.epsilon_for_delta(noise_multiplier=0.02, delta=1e-5))
+    assert lower <= exact <= upper * (1 + 1e-9) and upper - lower <= 1e-6 * upper
 
 
 def test_the_accountant_answers_one_step_in_closed_form() -> None:

@@ -1067,7 +1067,8 @@ class PLDAccountant(Accountant):
         for index, target in np.ndenumerate(d):
             if single is not None:
                 lo_one, up_one = gaussian_step_epsilon_bounds(single[0], single[1], float(target))
-                if up_one - lo_one <= self._relative_accuracy * up_one:
+                # (inf where the closed form leaves the double range, epsilon > 700: the grid answers.)
+                if math.isfinite(up_one) and up_one - lo_one <= self._relative_accuracy * up_one:
                     lower[index], upper[index] = lo_one, up_one
                     continue
             # The coarse steps cut their tails as the query's steps do, on a coarser scale of
