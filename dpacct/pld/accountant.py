@@ -825,6 +825,8 @@ class PLDAccountant(Accountant):
         for _try in range(6):
             spread, merged = _spread_variance(small)
             variance = steps * merged
+            if 8.0 * math.sqrt(steps * (spread + merged)) <= allowed:
+                break  # the whole composed small part, spread included, is narrower than the error allowed
             if variance > 0.0 and spread <= 0.5 * merged:
                 predicted = 4.0 * _GAP_CONSTANT * steps * spread * (epsilon / (2.0 * variance) + 0.25)
                 if predicted <= target:
@@ -850,9 +852,11 @@ class PLDAccountant(Accountant):
         """Certified epsilon bounds from the split composition.
 
         First passes on the older, cheap grid locate epsilon (the Chernoff guide can overshoot
-        by orders of magnitude at tiny q); once their upper bound moves by less than a quarter,
-        the fine grid is refined for it (``_refine_split``), at most twice. Stops once the gap
-        meets the target or the upper bound is at most ``irrelevant_below``.
+        by orders of magnitude at tiny q, and these passes alone often certify the answer);
+        once their upper bound moves by less than 5 % (or after four), the fine grid is refined
+        for it (``_refine_split``), at most twice, and not again once a refined pass cannot
+        certify an upper bound. Stops once the gap meets the target or the upper bound is at
+        most ``irrelevant_below``.
         """
         best_lower, best_upper = 0.0, math.inf
         previous, refined = math.inf, 0
@@ -861,11 +865,14 @@ class PLDAccountant(Accountant):
             gap_ok = math.isfinite(best_upper) and best_upper - best_lower <= self._relative_accuracy * best_upper
             return gap_ok or best_upper <= irrelevant_below
 
-        for attempt in range(6):
-            located = math.isfinite(best_upper) and (best_upper >= 0.75 * previous or attempt >= 3)
+        for attempt in range(7):
+            located = math.isfinite(best_upper) and (best_upper >= 0.95 * previous or attempt >= 4)
             # Aimed at the lower end of what is known: the target is relative to the answer.
             allowed = self._relative_accuracy * (best_lower if located and best_lower > 0.0 else estimate)
-            if irrelevant_below > best_lower:
+            if 0.0 < best_lower < irrelevant_below:
+                # Only the upper bound must get below the other direction's lower bound. (Not
+                # before a lower bound is known: the allowed error would stop shrinking with
+                # the estimate, and so would the upper bound.)
                 allowed = max(allowed, 0.5 * (irrelevant_below - best_lower))
             try:
                 composed = self._split_composed(groups, direction, estimate, delta, refine=located, allowed=allowed)
@@ -877,6 +884,8 @@ class PLDAccountant(Accountant):
             best_lower, best_upper = max(best_lower, lo), min(best_upper, up)
             if met() or refined >= 2:
                 break
+            if located and not math.isfinite(up):
+                return best_lower, best_upper  # the refined G cannot certify an upper bound: finer will not either
             estimate = best_upper if math.isfinite(best_upper) else max(best_lower, estimate / 16.0)
         if refined and not met() and best_lower > 0.0:
             best_lower, best_upper = self._split_last_try(groups, direction, delta, best_lower, best_upper)
