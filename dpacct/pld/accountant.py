@@ -825,8 +825,6 @@ class PLDAccountant(Accountant):
         for _try in range(6):
             spread, merged = _spread_variance(small)
             variance = steps * merged
-            if 8.0 * math.sqrt(steps * (spread + merged)) <= allowed:
-                break  # the whole composed small part, spread included, is narrower than the error allowed
             if variance > 0.0 and spread <= 0.5 * merged:
                 predicted = 4.0 * _GAP_CONSTANT * steps * spread * (epsilon / (2.0 * variance) + 0.25)
                 if predicted <= target:
