@@ -28,6 +28,7 @@ resolve the loss (sigma=1.01, q=3e-5, delta=9.46e-6 was [6.9e-6, 8.9e-6] on the 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 from scipy.special import erf, erfc
@@ -186,25 +187,20 @@ def gaussian_step_epsilon_bounds(sigma: float, q: float, delta: float) -> tuple[
         high *= 2.0
         if high > 1e3:  # beyond 700 every delta bound is the trivial one
             return 0.0, math.inf
-    low = high / 2.0 if high > 1e-12 else 0.0
-    for _ in range(200):  # upper: keep upper_ok(high)
-        if high - low <= 1e-12 * high:
-            break
-        mid = 0.5 * (low + high)
-        if upper_ok(mid):
-            high = mid
-        else:
-            low = mid
-    upper = high
+    upper = _crossing(upper_ok, high / 2.0 if high > 1e-12 else 0.0, high)[1]
     if not lower_above(0.0):
         return 0.0, upper
-    low, high = 0.0, upper  # lower: keep lower_above(low)
+    return _crossing(lambda e: not lower_above(e), 0.0, upper)[0], upper
+
+
+def _crossing(holds: Callable[[float], bool], low: float, high: float) -> tuple[float, float]:
+    """Bisect ``[low, high]`` (``holds`` false at low, true at high) to 1e-12 relative; returns the bracket."""
     for _ in range(200):
         if high - low <= 1e-12 * high:
             break
         mid = 0.5 * (low + high)
-        if lower_above(mid):
-            low = mid
-        else:
+        if holds(mid):
             high = mid
-    return low, upper
+        else:
+            low = mid
+    return low, high
