@@ -142,3 +142,12 @@ def test_few_steps_at_tiny_rates_get_a_last_pass(sigma: float, q: float, steps: 
     lower, upper = dpacct.PLDAccountant().step(noise_multiplier=sigma, sampling_probability=q, count=steps).epsilon_bounds(delta)
     assert old[0] <= lower <= upper <= old[1]
     assert upper - lower <= 0.015 * upper
+
+
+def test_one_expected_hit_at_a_moderate_rate_uses_the_split_composition() -> None:
+    # sigma = 1.21, q = 6.45e-4, T = 23, delta = 1.6e-13 (bench/pld_sweep.py): 0.015 expected hits, and the tail of
+    # one hit sets epsilon. The whole grid stopped at [0.1603, 0.1888] (15 %); the split composition, now also
+    # tried where T q <= 1 at any rate, certifies a 0.5 % interval inside it.
+    acct = dpacct.PLDAccountant().step(noise_multiplier=1.21, sampling_probability=6.45e-4, count=23)
+    lower, upper = acct.epsilon_bounds(1.62e-13)
+    assert 0.1600 <= lower <= upper <= 0.1888 and upper - lower <= 0.005 * upper
