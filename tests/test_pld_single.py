@@ -83,3 +83,21 @@ def test_the_accountant_answers_one_step_in_closed_form() -> None:
     # Two steps still go through the grid; the closed form is for one step only.
     two = dpacct.PLDAccountant().step(noise_multiplier=1.01, sampling_probability=3e-5, count=2)
     assert two._single_gaussian(two._groups()) is None
+
+
+@pytest.mark.parametrize(
+    ("sigma", "q", "value", "name"),
+    [(float("nan"), 0.1, 0.5, "noise_multiplier"), (0.0, 0.1, 0.5, "noise_multiplier"),
+     (1.0, 1.5, 0.5, "sampling_probability"), (1.0, 0.0, 0.5, "sampling_probability"),
+     (1.0, float("nan"), 0.5, "sampling_probability"), (1.0, 0.1, float("nan"), "epsilon"),
+     (1.0, 0.1, -1.0, "epsilon"), (1.0, 0.1, float("inf"), "epsilon")],
+)
+def test_bad_input_is_rejected_by_name(sigma: float, q: float, value: float, name: str) -> None:
+    with pytest.raises(ValueError, match=name):
+        gaussian_step_delta_bounds(sigma, q, value)
+    if name != "epsilon":
+        with pytest.raises(ValueError, match=name):
+            gaussian_step_epsilon_bounds(sigma, q, 1e-5)
+    for delta in (0.0, 1.0, float("nan")):
+        with pytest.raises(ValueError, match="delta"):
+            gaussian_step_epsilon_bounds(1.0, 0.1, delta)

@@ -33,6 +33,8 @@ from collections.abc import Callable
 import numpy as np
 from scipy.special import erf, erfc
 
+from dpacct import _check
+
 __all__ = ["gaussian_step_delta_bounds", "gaussian_step_epsilon_bounds"]
 
 _U = 2.220446049250313e-16
@@ -153,11 +155,27 @@ def _direction_bounds(s: float, q: float, eps: float, direction: str) -> tuple[f
     return lower, min(max(upper, lower), 1.0)
 
 
+def _checked(sigma: float, q: float) -> tuple[float, float]:
+    s = _check.noise_multiplier(sigma)
+    rate = _check.probability("sampling_probability", q)
+    if rate == 0.0:
+        msg = "sampling_probability must be in (0, 1], got 0.0 (a step that never samples the record has delta 0)"
+        raise ValueError(msg)
+    return s, rate
+
+
 def gaussian_step_delta_bounds(sigma: float, q: float, epsilon: float) -> tuple[float, float]:
     """Certified (lower, upper) on delta(epsilon) of one Poisson-subsampled Gaussian step, both directions.
 
+    ``sigma`` is the noise multiplier (finite, ``> 0``), ``q`` the sampling probability in
+    ``(0, 1]``, ``epsilon`` finite and ``>= 0``; anything else raises ``ValueError``.
     ``(0, 1)`` (trivial, still valid) where the closed form leaves the double range (epsilon > 700).
     """
+    s, rate = _checked(sigma, q)
+    return _delta_bounds(s, rate, _check.epsilon(epsilon))
+
+
+def _delta_bounds(sigma: float, q: float, epsilon: float) -> tuple[float, float]:
     if not epsilon <= 700.0:
         return 0.0, 1.0
     lows, ups = zip(*(_direction_bounds(sigma, q, epsilon, r) for r in ("remove", "add")))
@@ -173,12 +191,16 @@ def gaussian_step_epsilon_bounds(sigma: float, q: float, delta: float) -> tuple[
     The upper end is an epsilon whose certified delta upper bound is at most ``delta``; the
     lower end one whose certified delta lower bound exceeds it (bisection to 1e-12 relative).
     ``(0, inf)`` where epsilon exceeds 700 (the closed form leaves the double range there).
+    ``sigma`` and ``q`` as in :func:`gaussian_step_delta_bounds`, ``delta`` in ``(0, 1)``.
     """
+    sigma, q = _checked(sigma, q)
+    delta = _check.delta(delta)
+
     def upper_ok(e: float) -> bool:
-        return gaussian_step_delta_bounds(sigma, q, e)[1] <= delta
+        return _delta_bounds(sigma, q, e)[1] <= delta
 
     def lower_above(e: float) -> bool:
-        return gaussian_step_delta_bounds(sigma, q, e)[0] > delta
+        return _delta_bounds(sigma, q, e)[0] > delta
 
     if upper_ok(0.0):
         return 0.0, 0.0
