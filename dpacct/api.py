@@ -23,9 +23,10 @@ The guarantee depends on how batches are drawn (``sampler``):
   neighbour swaps one gradient of the batch, so the pair is the Poisson pair at half the
   noise multiplier (:mod:`dpacct.samplers.fixed_size`); with replacement only
   ``accountant="pld"`` applies.
-* ``"balls_in_bins"``: each record in one uniformly random step of each epoch; as for
-  shuffled batches, the deterministic curve is the certified upper bound returned
-  (:mod:`dpacct.samplers.allocation` has the lower bound and an estimate).
+* ``"balls_in_bins"``: each record in one uniformly random step of each epoch; the
+  certified upper bound returned is the smaller of the deterministic curve and the Renyi
+  DP of the dominating pair (:class:`dpacct.samplers.allocation_rdp.BallsInBinsAccountant`;
+  :mod:`dpacct.samplers.allocation` has the lower bound and an estimate).
 * ``"truncated_poisson"`` (with ``max_batch_size=B``): Poisson batches cut to at most
   ``B`` records (add/remove; :mod:`dpacct.samplers.truncated_poisson`, ``accountant="pld"``).
 """
@@ -41,6 +42,7 @@ from numpy.typing import ArrayLike, NDArray
 from dpacct import _check
 from dpacct.accountant import Accountant, check_options, make_accountant
 from dpacct.mechanisms import (
+    BallsInBinsGaussianMechanism,
     FixedSizeSampledGaussianMechanism,
     GaussianMechanism,
     PoissonSampledGaussianMechanism,
@@ -180,6 +182,13 @@ def accountant_for_run(
         if run.sampling_probability == 0.0:
             count = 0  # nobody is ever sampled: epsilon and delta are exactly 0
         acct = make_accountant(accountant, **options).compose(mechanism, count)
+    elif sampler == "balls_in_bins":
+        from dpacct.samplers.allocation_rdp import BallsInBinsAccountant
+
+        make_accountant(accountant, **options)  # the options are checked even though the method is fixed
+        epoch = BallsInBinsGaussianMechanism(noise_multiplier=noise_multiplier,
+                                             steps_per_epoch=max(1, run.batches_per_epoch()))
+        acct = BallsInBinsAccountant().compose(epoch, run.participations(sampler))
     else:
         mechanism = GaussianMechanism(noise_multiplier=noise_multiplier, neighboring_relation="zero_out")
         make_accountant(accountant, **options)  # the options are checked even though the curve is exact
@@ -272,7 +281,8 @@ def epsilon(
     sampler : str
         How batches are drawn: ``"poisson"`` (add/remove adjacency), ``"shuffle"``,
         ``"balls_in_bins"`` or ``"deterministic"`` (zero-out adjacency; the Gaussian curve of the
-        participations: exact for deterministic, an upper bound otherwise), ``"fixed_size"`` or
+        participations: exact for deterministic, an upper bound otherwise; balls-in-bins also
+        through Renyi DP, the smaller), ``"fixed_size"`` or
         ``"fixed_size_replacement"``, ``"truncated_poisson"`` (add/remove; the accountant's
         bound; the last needs ``max_batch_size``); see :mod:`dpacct.api`.
     assume_poisson : bool

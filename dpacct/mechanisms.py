@@ -17,6 +17,7 @@ from dpacct import _check
 
 __all__ = [
     "NEIGHBORING_RELATIONS",
+    "BallsInBinsGaussianMechanism",
     "EpsilonDeltaMechanism",
     "FixedSizeSampledGaussianMechanism",
     "GaussianMechanism",
@@ -375,6 +376,38 @@ class PoissonSampledMechanism:
             raise TypeError(msg)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BallsInBinsGaussianMechanism:
+    """One epoch of ``steps_per_epoch`` Gaussian steps on balls-in-bins batches (zero-out adjacency).
+
+    Each record is put into one uniformly random step of the epoch, independently of the
+    others (Chua et al., AISTATS 2025, arXiv:2412.16802); the clipped gradients of each
+    step's batch are summed and Gaussian noise of standard deviation
+    ``noise_multiplier * C`` is added. One application is a whole epoch: compose it once
+    per epoch (each epoch draws fresh assignments). See :mod:`dpacct.samplers.allocation`
+    and :mod:`dpacct.samplers.allocation_rdp`.
+
+    Parameters
+    ----------
+    noise_multiplier : float
+        Noise standard deviation divided by the clipping norm; finite and ``> 0``.
+    steps_per_epoch : int
+        ``t >= 1``, steps of the epoch.
+    """
+
+    noise_multiplier: float
+    steps_per_epoch: int
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "noise_multiplier", _check.noise_multiplier(self.noise_multiplier))
+        object.__setattr__(self, "steps_per_epoch", _check.count("steps_per_epoch", self.steps_per_epoch, minimum=1))
+
+    @property
+    def neighboring_relation(self) -> NeighboringRelation:
+        """Always ``"zero_out"``: the differing record is zeroed out."""
+        return "zero_out"
+
+
 Mechanism = Union[
     GaussianMechanism,
     PoissonSampledGaussianMechanism,
@@ -385,6 +418,7 @@ Mechanism = Union[
     PoissonSampledMechanism,
     FixedSizeSampledGaussianMechanism,
     TruncatedPoissonSampledGaussianMechanism,
+    BallsInBinsGaussianMechanism,
 ]
 
 _MECHANISM_TYPES = (

@@ -244,7 +244,9 @@ def _run_epsilon_or_delta(args: argparse.Namespace, notes: Notes) -> dict[str, A
                                      kind="exact", method=method)))
     elif args.sampler == "balls_in_bins":
         report["kind"] = "upper bound"
-        report["kind_detail"] = "deterministic schedules dominate balls-in-bins"
+        report["kind_detail"] = ("the smaller of the deterministic curve (deterministic schedules dominate "
+                                 "balls-in-bins) and the Renyi DP of the dominating pair")
+        report["accountant"] = "balls_in_bins"
         results.extend(_balls_in_bins_results(run, sigma, quantity, target))
         report[f"{quantity}_lower_bound"] = results[0]["value"]
         report["lower_bound_method"] = results[0]["method"]
@@ -317,7 +319,7 @@ def _run_truncated(args: argparse.Namespace, report: dict[str, Any], sigma: floa
 
 
 def _balls_in_bins_results(run: Run, sigma: float, quantity: str, target: float) -> list[dict[str, Any]]:
-    """Balls-in-bins: [certified lower bound, deterministic upper bound] (dpacct.samplers.allocation)."""
+    """Balls-in-bins: [certified lower bound, certified upper bound] (dpacct.samplers.allocation)."""
     from dpacct.samplers.allocation import allocation_rows
 
     rows = allocation_rows(noise_multiplier=sigma, quantity=quantity,  # type: ignore[arg-type]

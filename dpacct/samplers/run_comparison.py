@@ -11,8 +11,9 @@ zero-out adjacency (Chua et al., ICML 2024, arXiv:2403.17673):
   (:func:`dpacct.api.shuffle_lower_bound`) and the deterministic curve as certified
   upper bound;
 * balls-in-bins (each record in one uniformly random step of each epoch; Chua et al.,
-  AISTATS 2025, arXiv:2412.16802): certified upper bound (the deterministic curve) and
-  lower bound, and an opt-in Monte-Carlo estimate;
+  AISTATS 2025, arXiv:2412.16802): certified upper bound (the smaller of the deterministic
+  curve and the Renyi DP of the dominating pair) and lower bound, and an opt-in Monte-Carlo
+  estimate;
 * fixed-size batches (exactly ``b`` records a step, without and, for a run given in
   epochs, with replacement; :mod:`dpacct.samplers.fixed_size`): certified lower and
   upper bounds. A zeroed record still takes a slot in the batch, so the sum moves by up

@@ -35,6 +35,7 @@ from dpacct import _check
 from dpacct.accountant import Accountant, available_accountants, make_accountant
 from dpacct.results import Interval
 from dpacct.mechanisms import (
+    BallsInBinsGaussianMechanism,
     FixedSizeSampledGaussianMechanism,
     GaussianMechanism,
     Mechanism,
@@ -94,6 +95,27 @@ def _epoch_rule(acct: PrivacyAccountant) -> list[tuple[Any, int]]:
     return runs
 
 
+def _balls_in_bins_rule(acct: PrivacyAccountant) -> list[tuple[Any, int]]:
+    """Per epoch: one balls-in-bins epoch at the smallest sigma of its steps, one batch per step.
+
+    A step with more noise than the epoch's smallest is a post-processing of that step at
+    the smallest (add independent noise), so the epoch at the smallest sigma dominates; an
+    epoch cut short is a prefix of a whole one (post-processing too). With gradient
+    accumulation (or a step spanning epochs) a step merges several bins, and the epoch
+    rule of shuffled batches applies instead.
+    """
+    if acct.accumulation_steps != 1 or any(int(s[2]) != 1 for s in acct._steps):
+        return _epoch_rule(acct)
+    worst: dict[int, float] = {}
+    for sigma, epoch, _span, _ in acct._steps:
+        worst[epoch] = min(worst.get(epoch, math.inf), sigma)
+    t = max(1, acct.sampling.batches_per_epoch)
+    runs: list[tuple[Any, int]] = []
+    for e in sorted(worst):
+        _append(runs, BallsInBinsGaussianMechanism(noise_multiplier=worst[e], steps_per_epoch=t), 1)
+    return runs
+
+
 def _append(runs: list[tuple[Any, int]], mechanism: Any, count: int) -> None:
     if runs and runs[-1][0] == mechanism:
         runs[-1] = (mechanism, runs[-1][1] + count)
@@ -133,7 +155,7 @@ SAMPLER_RULES: dict[str, Callable[[PrivacyAccountant], list[tuple[Any, int]]]] =
     "poisson": _poisson_rule,
     "shuffle": _epoch_rule,
     "deterministic": _epoch_rule,
-    "balls_in_bins": _epoch_rule,
+    "balls_in_bins": _balls_in_bins_rule,
     "fixed_size": _fixed_size_rule,
     "fixed_size_replacement": _fixed_size_rule,
     "truncated_poisson": _truncated_rule,
@@ -406,6 +428,13 @@ class PrivacyAccountant:
         return self._runs()  # type: ignore[return-value]
 
     def _accountant(self) -> Accountant:
+        if self.sampling.sampler == "balls_in_bins" and any(
+                isinstance(m, BallsInBinsGaussianMechanism) for m, _ in self._runs()):
+            # The smaller of the deterministic curve and the pair's Renyi DP, whatever the
+            # accountant named (dpacct.samplers.allocation_rdp), as dpacct.epsilon does.
+            from dpacct.samplers.allocation_rdp import BallsInBinsAccountant
+
+            return BallsInBinsAccountant()
         if self.accountant == "fdp":
             try:
                 from dpacct.fdp import FDPAccountant  # type: ignore[import-not-found,unused-ignore]

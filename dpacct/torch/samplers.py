@@ -14,8 +14,9 @@ as ``DataLoader(dataset, batch_sampler=...)``) and carries a :class:`SamplingInf
 * :class:`DeterministicBatchSampler`: the same cut of a fixed order: exact.
 * :class:`BallsInBinsBatchSampler`: each epoch every record goes to one uniformly random
   step of the epoch (batches of random size; Chua et al., AISTATS 2025, arXiv:2412.16802):
-  at most one participation per epoch, so the deterministic curve is a certified upper
-  bound (:mod:`dpacct.samplers.allocation` has lower bounds and estimates).
+  certified upper bound: the smaller of the deterministic curve (at most one participation
+  per epoch) and the Renyi DP of the dominating pair (:mod:`dpacct.samplers.allocation_rdp`;
+  :mod:`dpacct.samplers.allocation` has lower bounds and estimates).
 * :class:`TruncatedPoissonBatchSampler`: Poisson batches cut to at most ``B`` records (a
   uniformly random ``B``-subset of a larger draw): certified PLD bounds from an
   overflow-labelled mixture (:mod:`dpacct.samplers.truncated_poisson`).
@@ -283,8 +284,9 @@ class BallsInBinsBatchSampler(Sampler[list[int]], _EpochClock):
 
     Batches have random sizes (mean ``n / t``) and may be empty (use
     ``collate_fn=empty_safe_collate(dataset)``). Each record takes part in exactly one step
-    per epoch, like shuffled batches; its certified upper bound is the deterministic
-    Gaussian curve (zero-out adjacency) and its truth is close to Poisson sampling's
+    per epoch, like shuffled batches; its certified upper bound is the smaller of the
+    deterministic Gaussian curve and the Renyi DP of the dominating pair (zero-out
+    adjacency), and its truth is close to Poisson sampling's
     (Chua et al., AISTATS 2025, arXiv:2412.16802; :mod:`dpacct.samplers.allocation`).
 
     Parameters
