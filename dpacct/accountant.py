@@ -60,6 +60,12 @@ class NoiseGuide:
         Where to restart the search if ``safe`` turns out not to meet the target.
     min_rtol : float
         The finest relative resolution worth searching to (the accountant's own error).
+    safe_epsilon : float or None
+        This accountant's epsilon (default options) at ``safe``, if the guide computed it
+        (calibration then does not evaluate ``safe`` again); ``unsafe_epsilon`` is then
+        also the accountant's own value.
+    evaluations : int
+        Evaluations of this accountant the guide spent (reported by calibration).
     """
 
     safe: float
@@ -68,6 +74,8 @@ class NoiseGuide:
     search_epsilon: Callable[[float], float] | None = None
     fallback: float | None = None
     min_rtol: float = 0.0
+    safe_epsilon: float | None = None
+    evaluations: int = 0
 
 
 class Accountant(abc.ABC):

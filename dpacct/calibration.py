@@ -170,6 +170,7 @@ def calibrate(
         if sampler == "poisson" and not options:
             guide = accountant_guide(accountant)(sampling_probability=q, steps=t, delta=d, epsilon=target)
         if guide is not None:
+            counter.calls += guide.evaluations
             sigma, achieved = _guided(lambda s: account(s, run), guide, target, tol)
         else:
             sigma, achieved = smallest_safe(lambda s: account(s, run), target, SIGMA_RANGE, tol, "noise_multiplier")
@@ -210,7 +211,7 @@ def _guided(account: Callable[[float], float], guide: NoiseGuide, target: float,
     tol = max(tol, guide.min_rtol)
     f = guide.search_epsilon if guide.search_epsilon is not None else account
     if guide.unsafe is not None:
-        f_safe = f(guide.safe)
+        f_safe = guide.safe_epsilon if guide.safe_epsilon is not None and f is account else f(guide.safe)
         if f_safe <= target:
             # The guide's value at the proven-unsafe end only steers the probes.
             f_unsafe = guide.unsafe_epsilon if guide.unsafe_epsilon is not None else f(guide.unsafe)

@@ -55,6 +55,24 @@ def test_unreachable_budgets_raise() -> None:
         dpacct.calibrate(epsilon=1.0, delta=1e-5, sampling_probability=0.01, steps=0)
 
 
+@pytest.mark.parametrize(("steps", "target"), [(2_500, 8.0), (25_000, 1.0)])
+def test_pld_secant_guide_proves_both_ends_with_the_default_accountant(steps: int, target: float) -> None:
+    """The PLD guide's bracket: the safe end meets the target and the unsafe end does not, each
+    by a query of the default PLD accountant, within 0.1 %; calibration reports its queries."""
+    from dpacct.pld.guide import PLD_MIN_RTOL, noise_multiplier_guide
+
+    q, delta = 0.004, 1e-5
+    guide = noise_multiplier_guide(sampling_probability=q, steps=steps, delta=delta, epsilon=target)
+    assert guide.unsafe is not None and guide.safe_epsilon is not None and guide.unsafe_epsilon is not None
+    assert guide.safe <= guide.unsafe * (1 + PLD_MIN_RTOL)
+    at = {s: dpacct.epsilon(noise_multiplier=s, sampling_probability=q, steps=steps, delta=delta, accountant="pld")
+          for s in (guide.safe, guide.unsafe)}
+    assert at[guide.safe] == guide.safe_epsilon <= target < at[guide.unsafe] == guide.unsafe_epsilon
+    result = dpacct.calibrate(epsilon=target, delta=delta, sampling_probability=q, steps=steps, accountant="pld")
+    assert (result.noise_multiplier, result.epsilon) == (guide.safe, guide.safe_epsilon)
+    assert result.evaluations == guide.evaluations >= 2
+
+
 @pytest.mark.parametrize("target", [1.0, 3.0])
 def test_pld_noise_calibration_meets_budget_and_is_near_the_smallest_certified_sigma(target: float) -> None:
     """PLD calibration meets the budget, beats RDP's sigma, and 0.3% less noise no longer certifies the target."""
