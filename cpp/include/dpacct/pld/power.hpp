@@ -1,0 +1,74 @@
+// The FFT power of non-negative sequences on a lattice: the one place where
+// distributions are convolved, shared by the PLD composer (compose.hpp) and by
+// mechanisms whose own discretisation is a sum of independent parts (the
+// balls-in-bins likelihood ratio, allocation.hpp). Each sequence is tilted by
+// e^{slope k D} and normalised, placed at its absolute index mod N, raised to its
+// count in the Fourier domain and transformed back on a window of N lattice
+// points; the round-off is bounded along the composed spectrum.
+#pragma once
+
+#include <complex>
+#include <cstddef>
+#include <vector>
+
+#include "dpacct/fft.hpp"
+
+namespace dpacct::pld {
+
+// One tilted, normalised step sequence: p[j] at grid index low + j.
+struct Tilted {
+  long low = 0;
+  std::vector<double> p;
+  double log_norm = 0.0;      // log of the normaliser (untilted mass = p e^{log_norm - slope K D})
+  double l2 = 0.0;            // ||p||_2
+  double max_rounding = 0.0;  // relative rounding of the entries
+  bool empty = false;         // no mass at all
+};
+
+// The tilted, normalised sequence of log-masses log_mass[j] at lattice index low + j
+// (lattice spacing d): p[j] = e^{log_mass[j] + slope (low + j) d - log_norm}.
+Tilted tilt_sequence(const std::vector<double>& log_mass, long low, double slope, double d);
+
+// Chernoff window of a sum of independent steps (tilted PMFs): the losses
+// [low, high] outside which the composed mass is <= e^{log_tail} per side,
+// from P(S >= t) <= exp(K(s) - s t) and P(S <= t) <= exp(K(-s) + s t),
+// K(s) = sum_g count_g log sum_j p_gj e^{s (low_g + j) D}, minimised over a
+// geometric set of slopes around 1 / sd. Returns false if no slope gives a
+// finite bound (overflowing cumulants).
+bool chernoff_window(const std::vector<const Tilted*>& seqs, const std::vector<double>& counts, double d,
+                     double log_tail, double* low, double* high);
+
+// The whole composed support [sum count low, sum count high] of a kind of sequence, in grid units.
+void full_support(const std::vector<const Tilted*>& seqs, const std::vector<double>& counts, double* low,
+                  double* high);
+
+// Vectors reused by successive power_window calls (fresh pages of large vectors cost
+// about as much as a transform).
+struct Workspace {
+  std::vector<double> buffer, circular, bound_s, bound_p;
+  std::vector<std::complex<double>> spectrum, total;
+  std::vector<unsigned char> dead;
+};
+
+// Composes the sequences, seqs[g] count[g] times each, on the lattice window
+// [start, start + N), N = plan.size(), and returns the tilted composed entries
+// (circular: mass outside the window is aliased in; clipped at 0). With
+// single_size > 0 (one sequence, count 1) no transform is made: its own entries on
+// [start, start + single_size), exactly.
+//
+// ROUND-OFF (returned in *error: a bound on the 2-norm of the error of the returned
+// entries). Each forward transform of a normalised non-negative sequence errs by at
+// most e = fft::error_bound(N) + 16 u in every component (each output is a depth-log2 N
+// tree of butterflies over inputs of total modulus 1; Higham, "Accuracy and Stability of
+// Numerical Algorithms", 2nd ed., Sec. 24.1, componentwise). With b_k = |z_k| + e >= the
+// exact and the computed moduli, the product of powers errs by at most
+// S_k = sum_g T_g e b_gk^{T_g - 1} prod_{g' != g} b_g'k^{T_g'} (mean value theorem), the
+// powers and products by rho |Z_k| (rho ~ 8 u T: repeated squaring), and the inverse transform by
+// error_bound(N) ||Z||; Parseval turns the spectrum's 2-norm into the entries'. Unlike a
+// bound of T e ||p||_2 this follows the composed distribution: the spectrum of a spread
+// composition decays, so far fewer than T e of error remain.
+void power_window(const std::vector<const Tilted*>& seqs, const std::vector<double>& counts,
+                  const fft::RealPlan& plan, long start, std::size_t single_size, Workspace& ws,
+                  std::vector<double>& out, double* error);
+
+}  // namespace dpacct::pld

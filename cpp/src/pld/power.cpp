@@ -1,0 +1,232 @@
+#include "dpacct/pld/power.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <complex>
+#include <limits>
+
+#include "dpacct/logmath.hpp"
+#include "dpacct/pld/step.hpp"
+
+namespace dpacct::pld {
+
+namespace {
+
+constexpr double kU = kUnit;
+
+// z^count by binary exponentiation (count >= 1). The products are written out:
+// std::complex's operator* adds NaN/inf recovery branches (C99 Annex G) that
+// cost time and change nothing for finite data.
+std::complex<double> integer_power(std::complex<double> z, double count) {
+  double rr = 1.0, ri = 0.0, zr = z.real(), zi = z.imag();
+  auto n = static_cast<unsigned long long>(count);
+  while (n > 0) {
+    if (n & 1ULL) {
+      const double t = rr * zr - ri * zi;
+      ri = rr * zi + ri * zr;
+      rr = t;
+    }
+    n >>= 1;
+    if (n == 0) break;
+    const double t = zr * zr - zi * zi;
+    zi = 2.0 * zr * zi;
+    zr = t;
+  }
+  return {rr, ri};
+}
+
+}  // namespace
+
+Tilted tilt_sequence(const std::vector<double>& log_mass, long low, double slope, double d) {
+  Tilted t;
+  t.low = low;
+  const std::size_t n = log_mass.size();
+  std::vector<double> logs(n);
+  double largest = 0.0;
+  for (std::size_t j = 0; j < n; ++j) {
+    const double kd = static_cast<double>(low + static_cast<long>(j)) * d;
+    logs[j] = log_mass[j] + slope * kd;
+    largest = std::max(largest, std::fabs(log_mass[j] == kNegInf ? 0.0 : log_mass[j]) + std::fabs(slope * kd));
+  }
+  t.log_norm = n == 0 ? kNegInf : logsumexp(logs.data(), n);
+  if (t.log_norm == kNegInf) {
+    t.empty = true;
+    t.log_norm = 0.0;
+    t.p.assign(std::max<std::size_t>(n, 1), 0.0);
+    return t;
+  }
+  t.p.resize(n);
+  double l2 = 0.0;
+  for (std::size_t j = 0; j < n; ++j) {
+    t.p[j] = std::exp(logs[j] - t.log_norm);
+    l2 += t.p[j] * t.p[j];
+  }
+  t.l2 = std::sqrt(l2);
+  // Each exponent carries <= (|log m| + |slope k D| + |log norm| + 4) u of
+  // absolute error (the sums and the exp), i.e. that much relative error.
+  t.max_rounding = 2.0 * kU * (largest + std::fabs(t.log_norm) + 4.0);
+  return t;
+}
+
+bool chernoff_window(const std::vector<const Tilted*>& seqs, const std::vector<double>& counts, double d,
+                     double log_tail, double* low, double* high) {
+  double variance = 0.0;
+  for (std::size_t g = 0; g < seqs.size(); ++g) {
+    double m1 = 0.0, m2 = 0.0;
+    const Tilted& t = *seqs[g];
+    for (std::size_t j = 0; j < t.p.size(); ++j) {
+      const double loss = static_cast<double>(t.low + static_cast<long>(j)) * d;
+      m1 += t.p[j] * loss;
+      m2 += t.p[j] * loss * loss;
+    }
+    variance += counts[g] * std::max(m2 - m1 * m1, 0.0);
+  }
+  const double sd = std::sqrt(variance) + d;
+  // K(s) as an upper bound, by Horner's rule in r = e^{s D} (no exp per entry):
+  // every term is >= 0, so the computed sum is within 2 n u (relative) of the
+  // exact one; an overflow gives +inf, which only makes that slope useless.
+  auto cumulant = [&](double s) {
+    double k = 0.0;
+    for (std::size_t g = 0; g < seqs.size(); ++g) {
+      const Tilted& t = *seqs[g];
+      const std::size_t n = t.p.size();
+      const bool up = s > 0.0;  // sum from the end whose powers are smallest
+      const double r = std::exp((up ? 1.0 : -1.0) * s * d);
+      double acc = 0.0;
+      if (up) {
+        for (std::size_t j = n; j-- > 0;) acc = acc * r + t.p[j];  // sum_j p_j r^j
+      } else {
+        for (std::size_t j = 0; j < n; ++j) acc = acc * r + t.p[j];  // sum_j p_j r^(n-1-j)
+      }
+      const double first = static_cast<double>(t.low) * d;
+      const double last = static_cast<double>(t.low + static_cast<long>(n) - 1) * d;
+      const double log_sum = std::log(acc * (1.0 + 4.0 * kU * static_cast<double>(n + 2))) + s * (up ? first : last);
+      k += counts[g] * log_sum;
+    }
+    return k;
+  };
+  // Slopes from 1/(256 sd) to 32/sd: heavy-tailed tilted steps need the small ones.
+  double hi = kInf, lo = kNegInf;
+  for (double scale = 1.0 / 256.0; scale <= 32.0; scale *= 2.0) {
+    const double s = scale / sd;
+    hi = std::min(hi, (cumulant(s) - log_tail) / s);
+    lo = std::max(lo, (cumulant(-s) - log_tail) / -s);
+  }
+  if (!(std::isfinite(hi) && std::isfinite(lo) && hi > lo)) return false;  // the caller uses the full support
+  *low = std::min(*low, lo);
+  *high = std::max(*high, hi);
+  return true;
+}
+
+void full_support(const std::vector<const Tilted*>& seqs, const std::vector<double>& counts, double* low,
+                  double* high) {
+  *low = *high = 0.0;
+  for (std::size_t g = 0; g < seqs.size(); ++g) {
+    *low += counts[g] * static_cast<double>(seqs[g]->low);
+    *high += counts[g] * static_cast<double>(seqs[g]->low + static_cast<long>(seqs[g]->p.size()) - 1);
+  }
+}
+
+
+void power_window(const std::vector<const Tilted*>& seqs, const std::vector<double>& counts, const fft::RealPlan& plan,
+             long start, std::size_t single_size, Workspace& ws, std::vector<double>& out, double* error) {
+  // Exact but for underflow: a tilted entry (or a suffix-sum term) below the double range
+  // is lost, at most denorm_min each; under a strong tilt the scale e^{log_shift - tilt K D}
+  // can make even that matter, so it is charged like round-off.
+  *error = 4.0 * static_cast<double>(std::max(single_size, plan.size()) + 2) * std::numeric_limits<double>::denorm_min();
+  if (single_size > 0) {  // one step, count 1: its own entries, exactly
+    out.assign(single_size, 0.0);
+    const Tilted& t = *seqs[0];
+    for (std::size_t j = 0; j < t.p.size(); ++j) {
+      const long i = t.low + static_cast<long>(j) - start;
+      if (i >= 0 && i < static_cast<long>(single_size)) out[static_cast<std::size_t>(i)] = t.p[j];
+    }
+    return;
+  }
+  const std::size_t size = plan.size();
+  const auto n_mod = static_cast<long>(size);
+  std::vector<std::complex<double>>& total = ws.total;
+  total.assign(size / 2 + 1, {1.0, 0.0});
+  std::vector<double>& buffer = ws.buffer;
+  buffer.resize(size);
+  const double eta = fft::error_bound(size);
+  const double e = (eta + 16.0 * kU) * (1.0 + 1e-6);  // the inputs sum to 1 up to their rounding
+  std::vector<double>& bound_s = ws.bound_s;  // S_k and prod b^T so far
+  std::vector<double>& bound_p = ws.bound_p;
+  bound_s.assign(total.size(), 0.0);
+  bound_p.assign(total.size(), 1.0);
+  // A frequency whose bound prod b^T is below e^kDead, times the most the later groups can
+  // multiply it by (b <= 1 + 2e each: the inputs sum to 1), is set to 0 and skipped from then
+  // on: its exact value is below e^-800 (and so are its S_k terms, c e b^(c-1) <= c b^c), far
+  // below what the Parseval sum below can register; it is charged as e^-690 anyway.
+  constexpr double kDead = -800.0;
+  double growth = 0.0;  // log of the largest factor all groups together can apply
+  for (const double count : counts) growth += count * std::log1p(2.0 * e);
+  std::vector<unsigned char>& dead = ws.dead;
+  dead.assign(total.size(), 0);
+  std::size_t n_dead = 0;
+  double rho = 0.0;
+  for (std::size_t g = 0; g < seqs.size(); ++g) {
+    std::fill(buffer.begin(), buffer.end(), 0.0);
+    const Tilted& t = *seqs[g];
+    for (std::size_t j = 0; j < t.p.size(); ++j) {
+      long index = (t.low + static_cast<long>(j)) % n_mod;
+      if (index < 0) index += n_mod;
+      buffer[static_cast<std::size_t>(index)] += t.p[j];
+    }
+    std::vector<std::complex<double>>& spectrum = ws.spectrum;
+    plan.forward(buffer, spectrum);
+    const double count = counts[g];
+    // b below this makes a frequency dead when nothing before it shrank its bound (bound_p = 1).
+    const double b_dead = std::exp((kDead - growth) / count);
+    for (std::size_t k = 0; k < total.size(); ++k) {
+      if (dead[k]) continue;
+      const double b = std::abs(spectrum[k]) + e;
+      const bool gone = bound_p[k] == 1.0 ? b < b_dead
+                                          : std::log(bound_p[k]) + count * std::log(b) + growth < kDead;
+      if (gone) {
+        dead[k] = 1;
+        ++n_dead;
+        total[k] = {0.0, 0.0};
+        bound_s[k] = bound_p[k] = 0.0;
+        continue;
+      }
+      const std::complex<double> z = integer_power(spectrum[k], count);
+      const double re = total[k].real() * z.real() - total[k].imag() * z.imag();
+      const double im = total[k].real() * z.imag() + total[k].imag() * z.real();
+      total[k] = {re, im};
+      const double b_t = std::exp(count * std::log(b));
+      // b^(T-1) as b^T / b: two more roundings, covered by the (1 + 1e-10) below.
+      bound_s[k] = bound_s[k] * b_t + bound_p[k] * count * e * (b_t / b);
+      bound_p[k] *= b_t;
+    }
+    // Repeated squaring raises each rounding to the power of the exponent still to come:
+    // the computed power errs by <= (1 + 3u)^(2 count + log2 count) - 1 relative (complex
+    // products within 3u; Higham Lemma 3.5), the products over the groups by 3u each.
+    rho += 8.0 * kU * (count + std::log2(count + 1.0) + 2.0);
+  }
+  // Parseval over the full spectrum (k and N - k alike, except 0 and N/2).
+  double spec2 = 0.0, err2 = 0.0;
+  for (std::size_t k = 0; k < total.size(); ++k) {
+    const double w = (k == 0 || k + 1 == total.size()) ? 1.0 : 2.0;
+    const double a = std::abs(total[k]);
+    const double d = bound_s[k] * (1.0 + 1e-10) + rho * a;
+    spec2 += w * a * a;
+    err2 += w * d * d;
+  }
+  err2 += 2.0 * static_cast<double>(n_dead) * 1e-300;  // (e^-690)^2 per dead frequency, both halves
+  *error += (std::sqrt(err2) + eta * std::sqrt(spec2)) / std::sqrt(static_cast<double>(size)) * (1.0 + 1e-10) +
+            8.0 * kU * static_cast<double>(seqs.size()) / static_cast<double>(size);
+  std::vector<double>& circular = ws.circular;
+  plan.inverse(total, circular);
+  out.resize(size);
+  const double inv_n = 1.0 / static_cast<double>(size);
+  long r = start % n_mod;
+  if (r < 0) r += n_mod;
+  for (std::size_t i = 0; i < size; ++i) {
+    out[i] = std::max(circular[static_cast<std::size_t>(r)] * inv_n, 0.0);  // FFT noise below 0 -> 0
+    if (++r == n_mod) r = 0;
+  }
+}
+
+}  // namespace dpacct::pld
