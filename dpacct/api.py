@@ -24,9 +24,10 @@ The guarantee depends on how batches are drawn (``sampler``):
   noise multiplier (:mod:`dpacct.samplers.fixed_size`); with replacement only
   ``accountant="pld"`` applies.
 * ``"balls_in_bins"``: each record in one uniformly random step of each epoch; the
-  certified upper bound returned is the smaller of the deterministic curve and the Renyi
-  DP of the dominating pair (:class:`dpacct.samplers.allocation_rdp.BallsInBinsAccountant`;
-  :mod:`dpacct.samplers.allocation` has the lower bound and an estimate).
+  certified upper bound returned is the smallest of the dominating pair's PLD (the law of
+  its likelihood ratio on a lattice), its Renyi DP and the deterministic curve
+  (:class:`dpacct.samplers.allocation.BallsInBinsAccountant`, which also gives the
+  certified lower bound; :mod:`dpacct.samplers.allocation` adds an estimate).
 * ``"truncated_poisson"`` (with ``max_batch_size=B``): Poisson batches cut to at most
   ``B`` records (add/remove; :mod:`dpacct.samplers.truncated_poisson`, ``accountant="pld"``).
 """
@@ -183,7 +184,7 @@ def accountant_for_run(
             count = 0  # nobody is ever sampled: epsilon and delta are exactly 0
         acct = make_accountant(accountant, **options).compose(mechanism, count)
     elif sampler == "balls_in_bins":
-        from dpacct.samplers.allocation_rdp import BallsInBinsAccountant
+        from dpacct.samplers.allocation import BallsInBinsAccountant
 
         make_accountant(accountant, **options)  # the options are checked even though the method is fixed
         epoch = BallsInBinsGaussianMechanism(noise_multiplier=noise_multiplier,

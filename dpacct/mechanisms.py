@@ -384,8 +384,9 @@ class BallsInBinsGaussianMechanism:
     others (Chua et al., AISTATS 2025, arXiv:2412.16802); the clipped gradients of each
     step's batch are summed and Gaussian noise of standard deviation
     ``noise_multiplier * C`` is added. One application is a whole epoch: compose it once
-    per epoch (each epoch draws fresh assignments). See :mod:`dpacct.samplers.allocation`
-    and :mod:`dpacct.samplers.allocation_rdp`.
+    per epoch (each epoch draws fresh assignments). :class:`dpacct.pld.PLDAccountant`
+    composes it (the law of the dominating pair's likelihood ratio, on a lattice); see
+    :mod:`dpacct.samplers.allocation` and :mod:`dpacct.samplers.allocation_rdp`.
 
     Parameters
     ----------

@@ -115,14 +115,17 @@ def test_all_steps_is_deterministic_with_k_participations() -> None:
     (0.7, 2, 1, 1.0), (1.0, 2, 1, 0.3), (0.6, 3, 1, 1.5), (0.8, 3, 2, 1.0),
 ])
 def test_bounds_and_estimate_bracket_quadrature(sigma: float, t: int, k: int, epsilon: float) -> None:
-    """lower <= quadrature <= upper, and the estimate's 95 % interval covers the quadrature (fixed seed)."""
+    """lower <= quadrature <= upper (within 1 % for k = 1), and the estimate's 95 % interval covers it (fixed seed)."""
     reference = _reference(sigma, t, k, epsilon)
     assert reference > 1e-4
     lower = float(delta_allocation_lower(noise_multiplier=sigma, steps=t, participations=k, epsilon=epsilon))
     upper = float(delta_allocation_upper(noise_multiplier=sigma, steps=t, participations=k, epsilon=epsilon))
     assert lower <= reference + QUAD_SLACK
     assert reference <= upper + QUAD_SLACK
-    assert upper > reference * 1.01  # the certified upper bound is not tight for t > 1 ...
+    if k == 1:  # balls-in-bins: the PLD of the pair's likelihood ratio makes both bounds tight (0.5 % target)
+        assert upper <= reference * 1.01 + QUAD_SLACK and lower >= reference * 0.99 - QUAD_SLACK
+    else:  # random allocation: only the deterministic curve is certified above
+        assert upper > reference * 1.01
     estimate = delta_allocation_estimate(noise_multiplier=sigma, steps=t, participations=k, epsilon=epsilon,
                                          samples=20_000, interval="normal")
     assert estimate.kind == "estimate"
@@ -214,13 +217,16 @@ def test_epsilon_versions_invert_delta() -> None:
 
 
 def test_epsilon_estimate_within_certified_bounds() -> None:
-    """The epsilon estimate and its interval lie between the certified lower and upper epsilons (t = 10)."""
+    """The epsilon estimate's interval meets the certified interval (t = 10)."""
     r = epsilon_allocation_estimate(noise_multiplier=1.0, steps=10, delta=1e-4, samples=3000, interval="normal")
     lower = float(epsilon_allocation_lower(noise_multiplier=1.0, steps=10, delta=1e-4))
     upper = float(epsilon_allocation_upper(noise_multiplier=1.0, steps=10, delta=1e-4))
     assert r.kind == "estimate"
     assert r.lower <= r.estimate <= r.upper
-    assert lower - 0.05 <= r.estimate <= upper  # the pair's epsilon is >= the lower bound; MC noise ~1 %
+    # The certified interval is 0.1 % wide (the PLD of the pair; a 0.01-lattice computation gives
+    # 1.70444, inside it); the estimate's noise is ~1 %: its 95 % interval meets the certified one.
+    assert lower <= upper <= lower * 1.005
+    assert r.lower <= upper and lower <= r.upper
     assert r.upper >= lower
 
 

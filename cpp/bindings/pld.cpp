@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "dpacct/fft.hpp"
+#include "dpacct/pld/allocation.hpp"
 #include "dpacct/pld/compose.hpp"
 #include "dpacct/pld/finite.hpp"
 #include "dpacct/pld/monotone.hpp"
@@ -180,6 +181,45 @@ void bind_pld(py::module_& m) {
       },
       "log_p"_a, "log_q"_a, "loss_at_edges"_a, "discretization"_a, "max_cells"_a,
       "One step from the cells of a partition; see dpacct.pld_discrete.");
+
+  using dpacct::pld::AllocationLaws;
+  py::class_<AllocationLaws, std::shared_ptr<AllocationLaws>>(
+      pld, "AllocationLaws", "The lattice laws of one balls-in-bins epoch; see dpacct.samplers.allocation.")
+      .def_readonly("noise_multiplier", &AllocationLaws::noise_multiplier)
+      .def_readonly("steps", &AllocationLaws::steps)
+      .def_readonly("lattice", &AllocationLaws::lattice)
+      .def_readonly("cut", &AllocationLaws::cut)
+      .def_readonly("start", &AllocationLaws::start)
+      .def_readonly("window_end", &AllocationLaws::window_end)
+      .def_readonly("error_norm", &AllocationLaws::error_norm)
+      .def_readonly("truncation", &AllocationLaws::truncation)
+      .def_readonly("tail_above", &AllocationLaws::tail_above)
+      .def_readonly("tail_below", &AllocationLaws::tail_below)
+      .def_readonly("fft_size", &AllocationLaws::fft_size)
+      .def_property_readonly("sum", [](const AllocationLaws& s) { return to_array(s.sum); })
+      .def_property_readonly("null_low", [](const AllocationLaws& s) { return to_array(s.null_low); })
+      .def_property_readonly("null_high", [](const AllocationLaws& s) { return to_array(s.null_high); })
+      .def_property_readonly("record_low", [](const AllocationLaws& s) { return to_array(s.record_low); })
+      .def_property_readonly("record_high", [](const AllocationLaws& s) { return to_array(s.record_high); });
+  pld.def(
+      "allocation_laws",
+      [](double noise_multiplier, long steps, double resolution, double log_truncation, double log_tail,
+         std::size_t max_cells) {
+        py::gil_scoped_release release;
+        return std::make_shared<AllocationLaws>(dpacct::pld::allocation_laws(noise_multiplier, steps, resolution,
+                                                                             log_truncation, log_tail, max_cells));
+      },
+      "noise_multiplier"_a, "steps"_a, "resolution"_a, "log_truncation"_a, "log_tail"_a, "max_cells"_a,
+      "The lattice laws of one balls-in-bins epoch; see dpacct.samplers.allocation.");
+  pld.def(
+      "allocation_step",
+      [](const AllocationLaws& laws, const std::string& direction, double discretization, std::size_t max_cells) {
+        const bool add = parse_direction(direction);
+        py::gil_scoped_release release;
+        return dpacct::pld::allocation_step(laws, add, discretization, max_cells);
+      },
+      "laws"_a, "direction"_a, "discretization"_a, "max_cells"_a,
+      "One balls-in-bins epoch as a PLD step of one direction; see dpacct.samplers.allocation.");
 
   py::class_<dpacct::pld::ComposedPld>(pld, "ComposedPld", "A composed, tilted PLD of one direction; see dpacct.pld.")
       .def(py::init([](const std::vector<const StepPmf*>& steps, const std::vector<double>& counts, double tilt,

@@ -244,8 +244,8 @@ def _run_epsilon_or_delta(args: argparse.Namespace, notes: Notes) -> dict[str, A
                                      kind="exact", method=method)))
     elif args.sampler == "balls_in_bins":
         report["kind"] = "upper bound"
-        report["kind_detail"] = ("the smaller of the deterministic curve (deterministic schedules dominate "
-                                 "balls-in-bins) and the Renyi DP of the dominating pair")
+        report["kind_detail"] = ("the smallest of the dominating pair's PLD, its Renyi DP and the deterministic "
+                                 "curve (deterministic schedules dominate balls-in-bins)")
         report["accountant"] = "balls_in_bins"
         results.extend(_balls_in_bins_results(run, sigma, quantity, target))
         report[f"{quantity}_lower_bound"] = results[0]["value"]

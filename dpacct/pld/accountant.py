@@ -71,6 +71,7 @@ from dpacct.accountant import Accountant, register_accountant
 from dpacct.pld.single import gaussian_step_delta_bounds, gaussian_step_epsilon_bounds
 from dpacct.pld.threshold import threshold_delta_lower, threshold_epsilon_lower
 from dpacct.mechanisms import (
+    BallsInBinsGaussianMechanism,
     EpsilonDeltaMechanism,
     FixedSizeSampledGaussianMechanism,
     GaussianMechanism,
@@ -143,6 +144,9 @@ def _spec(mechanism: Mechanism, sampling_probability: float = 1.0) -> _Spec | No
         return _fixed_size_spec(mechanism) if q == 1.0 else None
     if isinstance(mechanism, TruncatedPoissonSampledGaussianMechanism):
         return _truncated_spec(mechanism) if q == 1.0 else None
+    if isinstance(mechanism, BallsInBinsGaussianMechanism):
+        epoch = (mechanism.noise_multiplier, mechanism.steps_per_epoch)
+        return _Spec("balls_in_bins", epoch, 1.0, mechanism.steps_per_epoch == 1) if q == 1.0 else None
     return None
 
 
@@ -299,10 +303,32 @@ def _mixture_pair_step(sigma: float, means_p: tuple[float, ...], weights_p: tupl
     return _core.pld.cells_step(log_p, log_q, None, d, _MAX_CELLS)
 
 
+# One balls-in-bins epoch: the lattice of its likelihood ratio Y (spacing _ALLOCATION_RESOLUTION sd(Y)),
+# cut where E(Y - y_b)_+ <= e^_ALLOCATION_TRUNCATION (charged at +inf), FFT window tails <= e^-50 per side.
+_ALLOCATION_RESOLUTION = 0.1
+_ALLOCATION_TRUNCATION = math.log(1e-14)
+_ALLOCATION_TAIL = -50.0
+_ALLOCATION_CELLS = 2**21  # the largest FFT; the cut of Y is at most an eighth of it
+
+
+@functools.lru_cache(maxsize=16)
+def allocation_laws(noise_multiplier: float, steps: int) -> Any:
+    """The lattice laws of one balls-in-bins epoch (``_core.pld.AllocationLaws``), cached.
+
+    Below a noise multiplier of about 0.7 the log-normal tail is cut lower than
+    ``_ALLOCATION_TRUNCATION`` asks (the +inf mass is then larger); raises ValueError
+    where the window would exceed ``_ALLOCATION_CELLS`` points (many steps at a small
+    noise multiplier).
+    """
+    return _core.pld.allocation_laws(noise_multiplier, steps, _ALLOCATION_RESOLUTION, _ALLOCATION_TRUNCATION,
+                                     _ALLOCATION_TAIL, _ALLOCATION_CELLS)
+
+
 def clear_cache() -> None:
     """Forget the steps cached across accountants (coarse guides and composite parts; see benchmarks)."""
     _coarse_step.cache_clear()
     _cached_step.cache_clear()
+    allocation_laws.cache_clear()
 
 
 @functools.lru_cache(maxsize=64)
@@ -366,6 +392,10 @@ def _build_step(spec: _Spec, direction: str, discretization: float, log_tail: fl
     if spec.kind == "mixture_pair":
         sigma, means_p, weights_p, means_q, weights_q = spec.parameters
         return _mixture_pair_step(sigma, means_p, weights_p, means_q, weights_q, direction, d)
+    if spec.kind == "balls_in_bins":
+        # The law of the epoch's likelihood ratio on a lattice (cpp/include/dpacct/pld/allocation.hpp).
+        sigma, steps = spec.parameters
+        return _core.pld.allocation_step(allocation_laws(sigma, steps), direction, d, _MAX_CELLS)
     if spec.kind == "symmetrised":
         # Upper half: the symmetrised pair of `inner`; lower half: `inner` itself in this direction
         # (replace-one realises both orders), or one realised zero-out pair per direction slot.

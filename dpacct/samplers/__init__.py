@@ -28,10 +28,10 @@ guarantee (Chua et al., ICML 2024):
   :func:`delta_truncated_poisson_bounds`, :func:`epsilon_truncated_poisson_bounds`).
 * **balls-in-bins** (each record in one uniformly random step of each epoch) and
   **random allocation** of ``k`` of the ``t`` steps (:mod:`dpacct.samplers.allocation`):
-  a certified upper bound (deterministic batches dominate; for balls-in-bins also the
-  Renyi DP of the dominating pair, :mod:`dpacct.samplers.allocation_rdp`), a certified
-  lower bound (the per-epoch maximum) and an opt-in Monte-Carlo estimate (Chua et al.,
-  AISTATS 2025; Feldman and Shenfeld 2025).
+  certified bounds (for balls-in-bins two-sided and tight, from the privacy loss
+  distribution of the dominating pair: :class:`BallsInBinsAccountant`; for random
+  allocation deterministic batches above and the per-epoch maximum below) and an opt-in
+  Monte-Carlo estimate (Chua et al., AISTATS 2025; Feldman and Shenfeld 2025, 2026).
 
 :func:`compare_run` puts all of these side by side for a user's run (:func:`compare_samplers`
 the first three in Chua et al.'s parametrisation).
@@ -46,6 +46,7 @@ References
 from dpacct.samplers.allocation import (
     AllocationEpsilonEstimate,
     AllocationEstimate,
+    BallsInBinsAccountant,
     allocation_rows,
     delta_allocation_estimate,
     delta_allocation_lower,
@@ -99,6 +100,7 @@ from dpacct.samplers.truncated_poisson import (
 __all__ = [
     "AllocationEpsilonEstimate",
     "AllocationEstimate",
+    "BallsInBinsAccountant",
     "Bound",
     "ConjecturedEpsilon",
     "ConjecturedEstimate",

@@ -117,7 +117,11 @@ from scipy import optimize, special
 
 from dpacct import _check, gaussian
 from dpacct._shape import unwrap
+from dpacct.accountant import Accountant
+from dpacct.mechanisms import BallsInBinsGaussianMechanism, GaussianMechanism, Mechanism
+from dpacct.pld.accountant import Bounds, PLDAccountant
 from dpacct.pld.discrete import DiscretePLD
+from dpacct.rdp import delta_from_rdp, epsilon_from_rdp
 from dpacct.results import Value
 from dpacct.samplers import _max_statistic as _max
 from dpacct.samplers import allocation_rdp as _rdp
@@ -127,6 +131,7 @@ from dpacct.samplers.conjectured import _confidence, _mean_interval, _samples, _
 __all__ = [
     "AllocationEpsilonEstimate",
     "AllocationEstimate",
+    "BallsInBinsAccountant",
     "allocation_rows",
     "delta_allocation_estimate",
     "delta_allocation_lower",
@@ -164,13 +169,159 @@ def _name(t: int, e: int, k: int) -> str:
     return f"{what}, t={t} steps per epoch, E={e} epoch(s)"
 
 
-# -- certified upper bounds: deterministic batches dominate; Renyi DP of the pair (k = 1) -------
+# -- certified bounds of balls-in-bins (k = 1): PLD of the pair's likelihood ratio, Renyi DP -----
 
+_PLD_METHOD = "PLD of the dominating pair (its likelihood ratio, a mean of t log-normals, on a lattice), over the epochs"
 _RDP_METHOD = "Renyi DP of the dominating pair, both directions, composed over the epochs (allocation_rdp)"
+# Renyi DP is only consulted where the PLD interval is wider than this (relative): it is an
+# upper bound, so it can only improve on the PLD's upper end by less than the interval's width.
+_RDP_WHEN_WIDER = 0.01
+
+
+class BallsInBinsAccountant(Accountant):
+    """Epochs of balls-in-bins batches (zero-out adjacency): certified two-sided bounds.
+
+    Each composed mechanism is one epoch, a
+    :class:`dpacct.mechanisms.BallsInBinsGaussianMechanism` (epochs draw fresh
+    assignments; their noise multipliers and step counts may differ). The upper bound
+    is the smallest of three certified upper bounds:
+
+    * the privacy loss distribution of the dominating pair of Chua et al. (2025,
+      arXiv:2412.16802), composed over the epochs by :class:`dpacct.pld.PLDAccountant`:
+      the pair's likelihood ratio is the mean of ``t`` independent log-normal variables,
+      whose law is computed on a lattice by FFT (``cpp/include/dpacct/pld/allocation.hpp``;
+      Feldman and Shenfeld 2026, arXiv:2602.17284, compute random allocation's PLD from a
+      law of this kind). Its lower end is the accountant's certified lower bound;
+    * the Renyi DP of the pair in both directions (:mod:`dpacct.samplers.allocation_rdp`),
+      consulted only where the PLD interval is wider than 1 % (it can improve the upper
+      end by no more than the interval's width) or the PLD is unavailable (noise
+      multipliers far below 0.5: the lattice does not fit);
+    * the Gaussian curve of one participation per epoch (deterministic schedules dominate).
+
+    Examples
+    --------
+    >>> from dpacct.mechanisms import BallsInBinsGaussianMechanism
+    >>> acct = BallsInBinsAccountant().compose(
+    ...     BallsInBinsGaussianMechanism(noise_multiplier=1.0, steps_per_epoch=1000), 1)
+    >>> lower, upper = acct.epsilon_bounds(1e-5)  # deterministic batches: 4.377; Renyi DP: 0.678
+    >>> 0.1385 < float(lower) <= float(upper) < 0.1393
+    True
+    """
+
+    name = "balls_in_bins"
+
+    def __init__(self, *, relative_accuracy: float = 0.005) -> None:
+        super().__init__()
+        self._relative_accuracy = _check.positive("relative_accuracy", relative_accuracy)
+        self._cache: dict[str, Any] = {}
+
+    def supports(self, mechanism: Mechanism) -> bool:
+        """Only :class:`dpacct.mechanisms.BallsInBinsGaussianMechanism` (one epoch each)."""
+        return isinstance(mechanism, BallsInBinsGaussianMechanism)
+
+    def _compose(self, mechanism: Mechanism, count: int) -> None:
+        self._cache.clear()
+
+    def _gaussian(self) -> gaussian.GaussianAccountant:
+        acct = gaussian.GaussianAccountant()
+        for mech, count in self._history:
+            assert isinstance(mech, BallsInBinsGaussianMechanism)
+            acct.compose(GaussianMechanism(noise_multiplier=mech.noise_multiplier, neighboring_relation="zero_out"),
+                         count)
+        return acct
+
+    def _pld(self) -> PLDAccountant | None:
+        """The epochs composed by the PLD engine, or None where a lattice does not fit."""
+        if "pld" not in self._cache:
+            acct: PLDAccountant | None = PLDAccountant(relative_accuracy=min(self._relative_accuracy, 0.5))
+            assert acct is not None
+            try:
+                for mech, count in self._history:
+                    acct.compose(mech, count)
+                    assert isinstance(mech, BallsInBinsGaussianMechanism)
+                    _pld_laws(mech.noise_multiplier, mech.steps_per_epoch)  # raises where it does not fit
+            except ValueError:
+                acct = None
+            self._cache["pld"] = acct
+        return self._cache["pld"]  # type: ignore[no-any-return]
+
+    def _bounds(self, values: F64, quantity: str) -> tuple[F64, F64, F64]:
+        """(lower, upper, whether Renyi DP was consulted) at each delta (quantity "epsilon") or epsilon."""
+        gauss = self._gaussian()
+        upper = np.asarray(gauss.get_epsilon(values) if quantity == "epsilon" else gauss.get_delta(values),
+                           dtype=np.float64).reshape(values.shape)
+        lower = np.zeros_like(values)
+        pld = self._pld()
+        if pld is not None:
+            try:
+                b = pld.epsilon_bounds(values) if quantity == "epsilon" else pld.delta_bounds(values)
+                lower = np.asarray(b.lower, dtype=np.float64).reshape(values.shape)
+                upper = np.minimum(upper, np.asarray(b.upper, dtype=np.float64).reshape(values.shape))
+            except ValueError:
+                pld = None
+        wide = (upper - lower > _RDP_WHEN_WIDER * upper) | (pld is None)
+        if np.any(wide):
+            rdp = [_rdp.rdp_of_history(self.history, r) for r in ("remove", "add")]
+            if quantity == "epsilon":
+                converted = [epsilon_from_rdp(orders=_rdp.ORDERS, rdp=r, delta=values[wide]).value for r in rdp]
+            else:
+                converted = [delta_from_rdp(orders=_rdp.ORDERS, rdp=r, epsilon=values[wide]).value for r in rdp]
+            both = np.maximum(*(np.asarray(c, dtype=np.float64).reshape(-1) for c in converted))
+            upper[wide] = np.minimum(upper[wide], both)
+        return np.minimum(lower, upper), upper, wide.astype(np.float64)
+
+    def epsilon_bounds(self, delta: ArrayLike) -> Bounds:
+        """Certified ``(lower, upper)`` bounds on epsilon for each ``delta`` in ``(0, 1)``."""
+        d = np.asarray(_check.delta_array(delta), dtype=np.float64)
+        if not self._history:
+            return Bounds(unwrap(np.zeros_like(d)), unwrap(np.zeros_like(d)))
+        lower, upper, _ = self._bounds(d.reshape(-1), "epsilon")
+        return Bounds(unwrap(lower.reshape(d.shape)), unwrap(upper.reshape(d.shape)))
+
+    def delta_bounds(self, epsilon: ArrayLike) -> Bounds:
+        """Certified ``(lower, upper)`` bounds on delta for each finite ``epsilon >= 0``."""
+        e = np.asarray(_check.epsilon_array(epsilon), dtype=np.float64)
+        if not self._history:
+            return Bounds(unwrap(np.zeros_like(e)), unwrap(np.zeros_like(e)))
+        lower, upper, _ = self._bounds(e.reshape(-1), "delta")
+        return Bounds(unwrap(lower.reshape(e.shape)), unwrap(upper.reshape(e.shape)))
+
+    def get_epsilon(self, delta: ArrayLike) -> float | NDArray[np.float64]:
+        """A certified upper bound on epsilon for each ``delta`` in ``(0, 1)``; 0 for an empty history."""
+        return self.epsilon_bounds(delta).upper
+
+    def get_delta(self, epsilon: ArrayLike) -> float | NDArray[np.float64]:
+        """A certified upper bound on delta for each finite ``epsilon >= 0``; 0 for an empty history."""
+        return self.delta_bounds(epsilon).upper
+
+    def get_epsilon_details(self, delta: float) -> dict[str, Any]:
+        """Epsilon for one delta with its certified lower bound and the method that gave the upper."""
+        d = np.asarray([float(_check.delta_array(delta))])
+        if not self._history:
+            return {"epsilon": 0.0, "kind": "upper bound", "epsilon_lower_bound": 0.0}
+        lower, upper, wide = self._bounds(d, "epsilon")
+        return {"epsilon": float(upper[0]), "kind": "upper bound", "epsilon_lower_bound": float(lower[0]),
+                "method": _method(bool(wide[0]))}
+
+
+def _pld_laws(sigma: float, steps: int) -> Any:
+    """The cached lattice laws of one epoch (the PLD engine's; raises ValueError where they do not fit)."""
+    from dpacct.pld.accountant import allocation_laws
+
+    return allocation_laws(sigma, steps)
+
+
+def _method(rdp_consulted: bool) -> str:
+    what = f"{_PLD_METHOD}; {_RDP_METHOD}" if rdp_consulted else _PLD_METHOD
+    return f"the smallest of: {what}; {_deterministic(1, 1).split(' (')[0]}"
 
 
 def _deterministic(k: int, e: int) -> str:
     return f"deterministic schedules dominate ({k * e} Gaussian participations, sigma/sqrt(kE))"
+
+
+def _balls_in_bins(sigma: float, t: int, e: int) -> BallsInBinsAccountant:
+    return BallsInBinsAccountant().compose(BallsInBinsGaussianMechanism(noise_multiplier=sigma, steps_per_epoch=t), e)
 
 
 def delta_allocation_upper(
@@ -196,31 +347,31 @@ def delta_allocation_upper(
     -------
     Bound
         ``kind="upper bound"``: the run is (epsilon, delta)-DP with this delta (zero-out
-        adjacency). For ``k = 1`` and ``t >= 2`` the smaller of the Renyi-DP bound of the
-        dominating pair (:mod:`dpacct.samplers.allocation_rdp`) and the Gaussian curve
-        with ``sigma / sqrt(E)``; otherwise that Gaussian curve, with ``sigma / sqrt(k E)``.
+        adjacency). For ``k = 1`` that of :class:`BallsInBinsAccountant` (the smallest of
+        the dominating pair's PLD, its Renyi DP and the Gaussian curve with
+        ``sigma / sqrt(E)``); for ``k > 1`` the Gaussian curve with ``sigma / sqrt(k E)``.
 
     Notes
     -----
     Random allocation is a mixture over schedules fixed in advance, each a composition
     of ``k E`` Gaussian steps; joint convexity of the hockey-stick divergence bounds the
-    mixture by the worst schedule (module docstring). For ``k = 1`` the Renyi divergences
-    of the pair of Chua et al. (2025) are bounded in both directions and composed.
+    mixture by the worst schedule (module docstring). For ``k = 1`` the pair of Chua et
+    al. (2025) dominates, and its likelihood ratio's law is computed (module docstring).
 
     Examples
     --------
-    >>> float(delta_allocation_upper(noise_multiplier=1.0, steps=1000, epsilon=1.0)) < 1e-6  # Gaussian: 0.127
+    >>> float(delta_allocation_upper(noise_multiplier=1.0, steps=1000, epsilon=1.0)) < 1e-10  # Gaussian: 0.127
     True
     """
     sigma, t, e, k = _setting(noise_multiplier, steps, epochs, participations)
-    value = gaussian.delta_for_epsilon(noise_multiplier=sigma / math.sqrt(k * e), epsilon=epsilon)
-    if k > 1 or t == 1:
+    if k > 1:
+        value = gaussian.delta_for_epsilon(noise_multiplier=sigma / math.sqrt(k * e), epsilon=epsilon)
         return Bound(value=value, quantity="delta", kind="upper bound", sampler=_sampler(k),
                      method=f"{_deterministic(k, e)}; {_name(t, e, k)}")
-    rdp = _rdp.delta_balls_in_bins_rdp(noise_multiplier=sigma, steps=t, epochs=e, epsilon=epsilon)
-    value = unwrap(np.minimum(np.asarray(value, dtype=np.float64), rdp.reshape(np.shape(value))))
-    return Bound(value=value, quantity="delta", kind="upper bound", sampler=_sampler(k),
-                 method=f"{_RDP_METHOD} or {_deterministic(k, e)}, whichever is smaller; {_name(t, e, k)}")
+    eps = np.asarray(_check.epsilon_array(epsilon), dtype=np.float64)
+    lower, upper, wide = _balls_in_bins(sigma, t, e)._bounds(eps.reshape(-1), "delta")
+    return Bound(value=unwrap(upper.reshape(eps.shape)), quantity="delta", kind="upper bound", sampler=_sampler(k),
+                 method=f"{_method(bool(np.any(wide)))}; {_name(t, e, k)}")
 
 
 def epsilon_allocation_upper(
@@ -238,20 +389,21 @@ def epsilon_allocation_upper(
 
     Examples
     --------
-    One epoch of 1000 steps at sigma = 1: deterministic batches give 4.377.
+    One epoch of 1000 steps at sigma = 1: deterministic batches give 4.377, the Renyi DP
+    of the pair 0.678, Poisson batches at rate 1/1000 about 0.149.
 
-    >>> round(float(epsilon_allocation_upper(noise_multiplier=1.0, steps=1000, delta=1e-5)), 4)
-    0.6775
+    >>> round(float(epsilon_allocation_upper(noise_multiplier=1.0, steps=1000, delta=1e-5)), 3)
+    0.139
     """
     sigma, t, e, k = _setting(noise_multiplier, steps, epochs, participations)
-    value = gaussian.epsilon_for_delta(noise_multiplier=sigma / math.sqrt(k * e), delta=delta)
-    if k > 1 or t == 1:
+    if k > 1:
+        value = gaussian.epsilon_for_delta(noise_multiplier=sigma / math.sqrt(k * e), delta=delta)
         return Bound(value=value, quantity="epsilon", kind="upper bound", sampler=_sampler(k),
                      method=f"{_deterministic(k, e)}; {_name(t, e, k)}")
-    rdp = _rdp.epsilon_balls_in_bins_rdp(noise_multiplier=sigma, steps=t, epochs=e, delta=delta)
-    value = unwrap(np.minimum(np.asarray(value, dtype=np.float64), rdp.reshape(np.shape(value))))
-    return Bound(value=value, quantity="epsilon", kind="upper bound", sampler=_sampler(k),
-                 method=f"{_RDP_METHOD} or {_deterministic(k, e)}, whichever is smaller; {_name(t, e, k)}")
+    d = np.asarray(_check.delta_array(delta), dtype=np.float64)
+    lower, upper, wide = _balls_in_bins(sigma, t, e)._bounds(d.reshape(-1), "epsilon")
+    return Bound(value=unwrap(upper.reshape(d.shape)), quantity="epsilon", kind="upper bound", sampler=_sampler(k),
+                 method=f"{_method(bool(np.any(wide)))}; {_name(t, e, k)}")
 
 
 # -- certified lower bound: the per-epoch maximum ----------------------------------------------
@@ -357,9 +509,22 @@ def _threshold_epsilon(sigma: float, k: int, t: int, e: int, delta: float) -> fl
 
 
 def _lower_method(t: int, e: int, k: int) -> str:
-    return (f"per-epoch maximum max_i w_i, optimistic PLD composed E times, and threshold events "
+    pld = f"the largest of: {_PLD_METHOD} (its lower bound); " if k == 1 else ""
+    return (f"{pld}per-epoch maximum max_i w_i, optimistic PLD composed E times, and threshold events "
             f"max w >= C / <= C over all E t outputs, continuous C, both directions "
             f"(Chua et al. 2025, arXiv:2412.16802); {_name(t, e, k)}")
+
+
+def _pld_lower(sigma: float, t: int, e: int, values: F64, quantity: str) -> F64:
+    """The PLD engine's certified lower bound for balls-in-bins (0 where its lattice does not fit)."""
+    pld = _balls_in_bins(sigma, t, e)._pld()
+    if pld is None:
+        return np.zeros_like(values)
+    try:
+        b = pld.epsilon_bounds(values) if quantity == "epsilon" else pld.delta_bounds(values)
+    except ValueError:
+        return np.zeros_like(values)
+    return np.asarray(b.lower, dtype=np.float64).reshape(values.shape)
 
 
 def delta_allocation_lower(
@@ -393,6 +558,8 @@ def delta_allocation_lower(
     eps = _check.epsilon_array(epsilon)
     remove, add = _plds(sigma, k, t, e)
     value = np.maximum(np.asarray(remove.get_delta(eps)), np.asarray(add.get_delta(eps)))
+    if k == 1:
+        value = np.maximum(value, _pld_lower(sigma, t, e, np.asarray(eps, dtype=np.float64), "delta"))
     # The PLD lumps masses below e^-60 into tail cells; the threshold tests on the maximum
     # of all E t outputs, in logs, keep deltas far below that (t = 1e6: 5e-34 where the PLD gives 0).
     with np.errstate(under="ignore"):  # exp(log delta) may underflow to 0: still a lower bound
@@ -425,6 +592,8 @@ def epsilon_allocation_lower(
     d = _check.delta_array(delta)
     remove, add = _plds(sigma, k, t, e)
     value = np.maximum(np.asarray(remove.get_epsilon(d)), np.asarray(add.get_epsilon(d)))
+    if k == 1:
+        value = np.maximum(value, _pld_lower(sigma, t, e, np.asarray(d, dtype=np.float64), "epsilon"))
     value = np.maximum(value, np.vectorize(lambda x: _threshold_epsilon(sigma, k, t, e, float(x)), otypes=[float])(d))
     return Bound(value=unwrap(value), quantity="epsilon", kind="lower bound", sampler=_sampler(k),
                  method=_lower_method(t, e, k))

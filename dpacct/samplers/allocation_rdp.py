@@ -66,18 +66,16 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import special
 
-from dpacct import _check, gaussian
-from dpacct._shape import unwrap
-from dpacct.accountant import Accountant
-from dpacct.mechanisms import BallsInBinsGaussianMechanism, GaussianMechanism, Mechanism
+from dpacct import _check
+from dpacct.mechanisms import BallsInBinsGaussianMechanism, Mechanism
 from dpacct.rdp import DEFAULT_ORDERS, delta_from_rdp, epsilon_from_rdp
 
 __all__ = [
     "ORDERS",
-    "BallsInBinsAccountant",
     "balls_in_bins_rdp",
     "delta_balls_in_bins_rdp",
     "epsilon_balls_in_bins_rdp",
+    "rdp_of_history",
 ]
 
 F64 = NDArray[np.float64]
@@ -148,7 +146,7 @@ def epsilon_balls_in_bins_rdp(*, noise_multiplier: float, steps: int, epochs: in
 
     Each direction's RDP (:func:`balls_in_bins_rdp`) is composed over the epochs and
     converted (:func:`dpacct.rdp.epsilon_from_rdp`, the improved conversion); the larger
-    epsilon is returned (one per delta). :class:`BallsInBinsAccountant` also takes the
+    epsilon is returned (one per delta). :class:`dpacct.samplers.allocation.BallsInBinsAccountant` also takes the
     Gaussian curve of deterministic batches where it is smaller.
 
     Examples
@@ -178,68 +176,31 @@ def delta_balls_in_bins_rdp(*, noise_multiplier: float, steps: int, epochs: int,
     return out
 
 
-class BallsInBinsAccountant(Accountant):
-    """Epochs of balls-in-bins batches: the smaller of two certified upper bounds.
+def rdp_of_history(history: tuple[tuple[Mechanism, int], ...], direction: str) -> F64:
+    """The Renyi DP at :data:`ORDERS` of a history of balls-in-bins epochs in one direction, rounded up.
 
-    * the Gaussian curve of one participation per epoch (deterministic schedules dominate;
-      :mod:`dpacct.samplers.allocation`), with the epochs' noise multipliers composed
-      exactly;
-    * the Renyi DP of each epoch's dominating pair (:func:`balls_in_bins_rdp`, per
-      direction), summed over the epochs and converted; the larger of the directions.
-
-    Examples
-    --------
-    >>> from dpacct.mechanisms import BallsInBinsGaussianMechanism
-    >>> acct = BallsInBinsAccountant().compose(
-    ...     BallsInBinsGaussianMechanism(noise_multiplier=1.0, steps_per_epoch=1000), 1)
-    >>> round(float(acct.get_epsilon(1e-5)), 3)  # deterministic batches: 4.377
-    0.678
+    ``history`` holds ``(BallsInBinsGaussianMechanism, count)`` runs (an accountant's
+    ``history``); Renyi DP adds over the epochs.
     """
+    total = np.zeros_like(ORDERS)
+    for mech, count in history:
+        if not isinstance(mech, BallsInBinsGaussianMechanism):
+            msg = f"history must hold BallsInBinsGaussianMechanism epochs, got {mech!r}"
+            raise TypeError(msg)
+        total = total + count * balls_in_bins_rdp(noise_multiplier=mech.noise_multiplier,
+                                                  steps=mech.steps_per_epoch, direction=direction)
+    return np.asarray(np.nextafter(total, np.inf), dtype=np.float64)
 
-    name = "balls_in_bins"
 
-    def supports(self, mechanism: Mechanism) -> bool:
-        """Only :class:`dpacct.mechanisms.BallsInBinsGaussianMechanism` (one epoch each)."""
-        return isinstance(mechanism, BallsInBinsGaussianMechanism)
+def __getattr__(name: str) -> object:
+    # BallsInBinsAccountant lived here while Renyi DP was its only bound; it is in
+    # dpacct.samplers.allocation now (PLD, Renyi DP and the deterministic curve).
+    if name == "BallsInBinsAccountant":
+        from dpacct.samplers.allocation import BallsInBinsAccountant
 
-    def _compose(self, mechanism: Mechanism, count: int) -> None:
-        """Nothing to precompute: the curves are cached per (sigma, steps per epoch)."""
-
-    def _gaussian(self) -> gaussian.GaussianAccountant:
-        acct = gaussian.GaussianAccountant()
-        for mech, count in self._history:
-            assert isinstance(mech, BallsInBinsGaussianMechanism)
-            acct.compose(GaussianMechanism(noise_multiplier=mech.noise_multiplier,
-                                                    neighboring_relation="zero_out"), count)
-        return acct
-
-    def _rdp(self, direction: str) -> F64:
-        total = np.zeros_like(ORDERS)
-        for mech, count in self._history:
-            assert isinstance(mech, BallsInBinsGaussianMechanism)
-            total = total + count * balls_in_bins_rdp(noise_multiplier=mech.noise_multiplier,
-                                                      steps=mech.steps_per_epoch, direction=direction)
-        return np.nextafter(total, np.inf)
-
-    def get_epsilon(self, delta: ArrayLike) -> float | NDArray[np.float64]:
-        """A certified upper bound on epsilon for each ``delta`` in ``(0, 1)``; 0 for an empty history."""
-        d = _check.delta_array(delta)
-        best = np.asarray(self._gaussian().get_epsilon(d), dtype=np.float64)
-        if self._history:
-            both = np.maximum(*(np.asarray(epsilon_from_rdp(orders=ORDERS, rdp=self._rdp(r), delta=d).value)
-                                for r in ("remove", "add")))
-            best = np.minimum(best, both)
-        return unwrap(best)
-
-    def get_delta(self, epsilon: ArrayLike) -> float | NDArray[np.float64]:
-        """A certified upper bound on delta for each finite ``epsilon >= 0``; 0 for an empty history."""
-        e = _check.epsilon_array(epsilon)
-        best = np.asarray(self._gaussian().get_delta(e), dtype=np.float64)
-        if self._history:
-            both = np.maximum(*(np.asarray(delta_from_rdp(orders=ORDERS, rdp=self._rdp(r), epsilon=e).value)
-                                for r in ("remove", "add")))
-            best = np.minimum(best, both)
-        return unwrap(best)
+        return BallsInBinsAccountant
+    msg = f"module {__name__!r} has no attribute {name!r}"
+    raise AttributeError(msg)
 
 
 # -- remove direction: positive moments by the generating function ------------------------

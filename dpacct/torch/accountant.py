@@ -430,9 +430,9 @@ class PrivacyAccountant:
     def _accountant(self) -> Accountant:
         if self.sampling.sampler == "balls_in_bins" and any(
                 isinstance(m, BallsInBinsGaussianMechanism) for m, _ in self._runs()):
-            # The smaller of the deterministic curve and the pair's Renyi DP, whatever the
-            # accountant named (dpacct.samplers.allocation_rdp), as dpacct.epsilon does.
-            from dpacct.samplers.allocation_rdp import BallsInBinsAccountant
+            # The smallest of the pair's PLD, its Renyi DP and the deterministic curve, whatever
+            # the accountant named (dpacct.samplers.allocation), as dpacct.epsilon does.
+            from dpacct.samplers.allocation import BallsInBinsAccountant
 
             return BallsInBinsAccountant()
         if self.accountant == "fdp":

@@ -14,9 +14,9 @@ as ``DataLoader(dataset, batch_sampler=...)``) and carries a :class:`SamplingInf
 * :class:`DeterministicBatchSampler`: the same cut of a fixed order: exact.
 * :class:`BallsInBinsBatchSampler`: each epoch every record goes to one uniformly random
   step of the epoch (batches of random size; Chua et al., AISTATS 2025, arXiv:2412.16802):
-  certified upper bound: the smaller of the deterministic curve (at most one participation
-  per epoch) and the Renyi DP of the dominating pair (:mod:`dpacct.samplers.allocation_rdp`;
-  :mod:`dpacct.samplers.allocation` has lower bounds and estimates).
+  certified upper bound: the smallest of the dominating pair's PLD, its Renyi DP and the
+  deterministic curve (at most one participation per epoch;
+  :class:`dpacct.samplers.allocation.BallsInBinsAccountant`, with the lower bound).
 * :class:`TruncatedPoissonBatchSampler`: Poisson batches cut to at most ``B`` records (a
   uniformly random ``B``-subset of a larger draw): certified PLD bounds from an
   overflow-labelled mixture (:mod:`dpacct.samplers.truncated_poisson`).

@@ -13,19 +13,6 @@ namespace dpacct::pld {
 
 namespace {
 
-// {log Phi(z), log(1 - Phi(z))}: only the tail that is <= 1/2 is evaluated, and
-// log1mexp recovers the other to full relative accuracy.
-Edge normal_edge(double z) {
-  if (z == kNegInf) return {kNegInf, 0.0};
-  if (z == kInf) return {0.0, kNegInf};
-  if (z <= 0.0) {
-    const double c = log_ndtr(z);
-    return {c, log1mexp(c)};
-  }
-  const double s = log_ndtr(-z);
-  return {log1mexp(s), s};
-}
-
 // The same for the Laplace distribution with location mu and scale b:
 // F(x) = e^{(x - mu)/b} / 2 below mu, 1 - e^{-(x - mu)/b} / 2 above.
 Edge laplace_edge(double x, double mu, double b) {

@@ -14,6 +14,17 @@ double magnitude(double v) { return std::isfinite(v) ? std::fabs(v) : 0.0; }
 
 }  // namespace
 
+Edge normal_edge(double z) {
+  if (z == kNegInf) return {kNegInf, 0.0};
+  if (z == kInf) return {0.0, kNegInf};
+  if (z <= 0.0) {
+    const double c = log_ndtr(z);
+    return {c, log1mexp(c)};
+  }
+  const double s = log_ndtr(-z);
+  return {log1mexp(s), s};
+}
+
 Mass log_difference(double x, double y) {
   if (x == kNegInf) return {kNegInf, kNegInf};
   const double err = kLogError * (2.0 + magnitude(x) + magnitude(y));

@@ -78,6 +78,11 @@ struct Edge {
   double log_cdf, log_sf;
 };
 
+// The edge data of the standard normal distribution at z: {log Phi(z), log(1 - Phi(z))};
+// only the tail that is <= 1/2 is evaluated, and log1mexp recovers the other to full
+// relative accuracy.
+Edge normal_edge(double z);
+
 // log(e^x - e^y) for y <= x, as an interval, given that x and y each err by
 // at most kLogError (1 + |value|); a difference that cancels completely gets
 // the interval [-inf, upper error bound].
