@@ -145,7 +145,7 @@ def test_lattice_laws() -> None:
     assert float((laws.sum * z).sum()) == pytest.approx(1.0, abs=1e-6)  # connect-the-dots keeps E Z = 1
     assert np.all(laws.null_low <= laws.null_high) and np.all(laws.record_low <= laws.record_high)
     assert float(laws.null_low.sum()) <= 1.0 <= float(laws.null_high.sum())
-    assert laws.truncation <= 1e-14 and laws.tail_above < 1e-30 and laws.tail_below < 1e-30
+    assert laws.truncation <= 1.01e-14 and laws.tail_above < 2e-22 and laws.tail_below < 2e-22  # e^-50 a side
     step = _core.pld.allocation_step(laws, "remove", 1e-3, 2**24)
     assert step.infinity_upper >= laws.truncation  # the cut's mass is charged at +inf
 

@@ -70,6 +70,13 @@ std::vector<double> to_vector(const Array& a, const char* name) {
 
 Array to_array(const std::vector<double>& v) { return Array(static_cast<py::ssize_t>(v.size()), v.data()); }
 
+// Per-entry certified ends of a balls-in-bins lattice law.
+Array ends(const dpacct::pld::AllocationLaws::Law& law, bool high) {
+  std::vector<double> v(law.low.size());
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = high ? law.high_end(i) : law.low_end(i);
+  return to_array(v);
+}
+
 // (lower, upper) arrays of delta bounds at an array of epsilons, for either composer.
 template <class Composed>
 py::tuple delta_bounds_of(const Composed& self, const Array& epsilon) {
@@ -197,10 +204,10 @@ void bind_pld(py::module_& m) {
       .def_readonly("tail_below", &AllocationLaws::tail_below)
       .def_readonly("fft_size", &AllocationLaws::fft_size)
       .def_property_readonly("sum", [](const AllocationLaws& s) { return to_array(s.sum); })
-      .def_property_readonly("null_low", [](const AllocationLaws& s) { return to_array(s.null_low); })
-      .def_property_readonly("null_high", [](const AllocationLaws& s) { return to_array(s.null_high); })
-      .def_property_readonly("record_low", [](const AllocationLaws& s) { return to_array(s.record_low); })
-      .def_property_readonly("record_high", [](const AllocationLaws& s) { return to_array(s.record_high); });
+      .def_property_readonly("null_low", [](const AllocationLaws& s) { return ends(s.null, false); })
+      .def_property_readonly("null_high", [](const AllocationLaws& s) { return ends(s.null, true); })
+      .def_property_readonly("record_low", [](const AllocationLaws& s) { return ends(s.record, false); })
+      .def_property_readonly("record_high", [](const AllocationLaws& s) { return ends(s.record, true); });
   pld.def(
       "allocation_laws",
       [](double noise_multiplier, long steps, double resolution, double log_truncation, double log_tail,

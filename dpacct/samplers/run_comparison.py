@@ -129,8 +129,8 @@ def compare_run(
         (:mod:`dpacct.samplers.truncated_poisson`); needs the run in epochs (the dataset
         size matters).
     estimates : bool
-        Also the Monte-Carlo estimate of balls-in-bins (kind ``"estimate"``: not a bound;
-        seconds to minutes).
+        Also the Monte-Carlo estimates of balls-in-bins and random allocation (kind
+        ``"estimate"``: not a bound; seconds to minutes).
 
     Returns
     -------
@@ -140,7 +140,9 @@ def compare_run(
         (lower and upper bounds; :mod:`dpacct.samplers.fixed_size`) and, for a run given in
         epochs, with replacement; truncated Poisson with ``max_batch_size``; balls-in-bins
         (each record in one uniformly random step per epoch: certified upper and lower
-        bounds, :mod:`dpacct.samplers.allocation`).
+        bounds, :mod:`dpacct.samplers.allocation`); for a run of ``k >= 2`` whole epochs,
+        random allocation of the ``k`` participations among all its steps (certified
+        deterministic upper bound and lower bound).
 
     Examples
     --------
@@ -220,6 +222,13 @@ def compare_run(
                                      at=at, steps_per_epoch_upper=run.batches_per_epoch(),
                                      steps_per_epoch_lower=batches, epochs_upper=k, epochs_lower=full,
                                      estimate=estimates))
+        if k >= 2 and full == k:
+            # Random allocation of the run's k participations among all its steps (Feldman and
+            # Shenfeld 2025): the same batch sizes and participations as k epochs of balls-in-bins.
+            total = run.steps("balls_in_bins")
+            extra.extend(allocation_rows(noise_multiplier=sigma, quantity=quantity,  # type: ignore[arg-type]
+                                         at=at, steps_per_epoch_upper=total, steps_per_epoch_lower=total,
+                                         epochs_upper=1, epochs_lower=1, participations=k, estimate=estimates))
     if q > 0.0 and t > 0:
         extra.extend(_fixed_size(run, sigma, quantity, at, replacement=False))
         if run.by_epochs:

@@ -104,6 +104,7 @@ class TailBound {
     }
     mean_ = m1 / mass;
     sd_ = std::sqrt(std::max(m2 / mass - mean_ * mean_, 0.0)) + 1.0;
+    log_mass_ = std::max(std::log(mass) + 4.0 * kU * static_cast<double>(p.size() + 2), 0.0);  // log+ of the total
     // Tail masses pi_m = sum_{j > m} p_j (all m), and the cut points m where pi_m first drops
     // below e^-5, e^-10, ..., and m = J (pi = 0: the plain Chernoff bound).
     std::vector<double> above(p.size(), 0.0);
@@ -157,8 +158,11 @@ class TailBound {
       const double log_pi = pi > 0.0 ? std::log(pi) : kNegInf;
       for (long k = 1; k <= std::min<long>(12, n); ++k) {
         if (log_pi == kNegInf && k > 1) break;
-        // P(at least k of n exceed m) <= C(n, k) pi^k; below that, S <= A + (k - 1)(J - m).
-        const double jumps = log_pi == kNegInf ? kNegInf : log_binom(nd, static_cast<double>(k)) + static_cast<double>(k) * log_pi;
+        // P(at least k of n exceed m) <= C(n, k) pi^k M^(n - k) (M the total mass of p, >= 1 for
+        // upper ends); below that, S <= A + (k - 1)(J - m).
+        const double jumps = log_pi == kNegInf ? kNegInf
+                                               : log_binom(nd, static_cast<double>(k)) + static_cast<double>(k) * log_pi +
+                                                     (nd - static_cast<double>(k)) * log_mass_;
         const double rest = x - static_cast<double>(k - 1) * static_cast<double>(cut_ - m);
         double chernoff = 0.0;
         for (std::size_t i = 0; i < slopes_.size(); ++i) {
@@ -211,7 +215,7 @@ class TailBound {
 
  private:
   long cut_;
-  double mean_ = 0.0, sd_ = 1.0;
+  double mean_ = 0.0, sd_ = 1.0, log_mass_ = 0.0;
   std::vector<std::pair<long, double>> cuts_;
   std::vector<double> slopes_;
   std::vector<std::vector<double>> upper_;  // [slope][cut]
@@ -278,33 +282,42 @@ AllocationLaws allocation_laws(double noise_multiplier, long steps, double resol
   if (!(log_truncation < 0.0)) fail("log_truncation", "< 0", log_truncation);
   if (!(log_tail < 0.0)) fail("log_tail", "< 0", log_tail);
   const double s = 1.0 / noise_multiplier;
+  const auto cells = static_cast<double>(max_cells);
+  // The cut y_b: the smallest with E(Y - y_b)_+ = Phi(s - a) - y_b Phi(-a) <= e^{log_truncation},
+  // a = (log y_b + s^2/2) / s (bisection on a; the value only guides the choice).
+  auto log_excess = [&](double a) {
+    const double y = std::exp(s * a - 0.5 * s * s);
+    const double v = std::exp(log_ndtr(s - a)) - y * std::exp(log_ndtr(-a));
+    return v > 0.0 ? std::log(v) : log_ndtr(s - a) - 30.0;  // cancelled: far below Phi(s - a)
+  };
+  double a_lo = s, a_hi = s + 40.0;
+  for (int i = 0; i < 100; ++i) {
+    const double mid = 0.5 * (a_lo + a_hi);
+    (log_excess(mid) <= log_truncation ? a_hi : a_lo) = mid;
+  }
+  const double log_y_cut = s * a_hi - 0.5 * s * s;
   // Lattice spacing: resolution sd(Y); with few steps also small enough that connect-the-dots puts
   // at most e^-37 on S = 0 (p_0^t, p_0 = E[1 - Y/h; Y < h] the mass it moves to Y = 0: Z = 0 is an
-  // infinite loss in the "add" direction), but at most 32 times smaller. (Only the accuracy
-  // depends on this choice.)
+  // infinite loss in the "add" direction), but at most 32 times smaller, and not so small that the
+  // cut needs more than max_cells / 8 lattice points. (Only the accuracy depends on this choice.)
   const double h_default = resolution * std::sqrt(std::expm1(s * s));
+  if (!(h_default > 0.0 && std::isfinite(h_default))) {
+    throw std::invalid_argument("noise_multiplier " + format_value(noise_multiplier) +
+                                " is too small for the balls-in-bins lattice");
+  }
   double h = h_default;
   auto log_p0 = [&](double spacing) {
     const double a = (std::log(spacing) + 0.5 * s * s) / s;
     const double p0 = std::exp(log_ndtr(a)) - std::exp(log_ndtr(a - s)) / spacing;
     return p0 > 0.0 ? std::log(p0) : kNegInf;
   };
-  while (steps > 1 && static_cast<double>(steps) * log_p0(h) > -37.0 && h > h_default / 32.0) h *= 0.5;
-  const auto cells = static_cast<double>(max_cells);
-  if (!(h > 0.0 && std::isfinite(h))) {
-    throw std::invalid_argument("noise_multiplier " + format_value(noise_multiplier) +
-                                " is too small for the balls-in-bins lattice");
-  }
-  // The cut: rho <= E[Y; Y >= y_b] = Phi(s - a_b) <= e^{log_truncation} (bisection on a_b).
-  double a_lo = s, a_hi = s + 40.0;
-  for (int i = 0; i < 100; ++i) {
-    const double mid = 0.5 * (a_lo + a_hi);
-    (log_ndtr(s - mid) <= log_truncation ? a_hi : a_lo) = mid;
+  while (steps > 1 && static_cast<double>(steps) * log_p0(h) > -37.0 && h > h_default / 32.0 &&
+         log_y_cut - std::log(0.5 * h) <= std::log(cells / 8.0)) {
+    h *= 0.5;
   }
   // At most max_cells / 8 lattice points (the window holds about two cuts): a heavier tail is
   // cut lower, and rho is then what that cut leaves.
-  const double log_cut = s * a_hi - 0.5 * s * s - std::log(h);
-  const double cut_d = std::min(std::ceil(std::exp(std::min(log_cut, 60.0))), std::floor(cells / 8.0));
+  const double cut_d = std::min(std::ceil(std::exp(std::min(log_y_cut - std::log(h), 60.0))), std::floor(cells / 8.0));
   if (!(cut_d >= 2.0)) {
     throw std::invalid_argument("max_cells " + std::to_string(max_cells) + " is too small for a balls-in-bins lattice");
   }
@@ -317,7 +330,10 @@ AllocationLaws allocation_laws(double noise_multiplier, long steps, double resol
   out.steps = steps;
   out.lattice = h;
   out.cut = cut;
-  out.truncation = std::min(lat.r_hi[static_cast<std::size_t>(cut)], 1.0);  // E(Y - y_b)_+ <= E[Y; Y >= y_b]
+  // rho >= E(Y - y_b)_+ = E[Y; Y >= y_b] - y_b Q(Y >= y_b) (upper and lower ends; the products rounded).
+  const double y_b = static_cast<double>(cut) * h;
+  out.truncation = std::min(std::max(lat.r_hi[static_cast<std::size_t>(cut)] * (1.0 + 4.0 * kU) -
+                                     y_b * lat.q_lo[static_cast<std::size_t>(cut)] * (1.0 - 4.0 * kU), 0.0), 1.0);
 
   // The window of S: every composed law within e^{log_tail} per side, or the whole support.
   const TailBound tail_ctd(ctd), tail_q(lat.q_hi);
@@ -345,12 +361,15 @@ AllocationLaws allocation_laws(double noise_multiplier, long steps, double resol
   out.window_end = hi;
   out.fft_size = t == 1 ? 0 : size;
   // Mass beyond the window (0 with the whole support): P-mass above (remove: E[Y_1; S >= hi + 1]
-  // <= E[Y_1] P(S_{t-1} >= hi + 1 - J), E Y_1 <= 1), Q-mass below (add), and the mass the window
-  // may alias into the floor laws (taken off their lower ends).
+  // <= E[Y_1] P(S_{t-1} >= hi + 1 - J)), Q-mass below (add; for remove its P-mass is at most
+  // z_lo times it), and the mass the window may alias into the floor laws (taken off their lower ends).
   const auto top = static_cast<double>(lo) + static_cast<double>(size);  // first point above the window
   const double below = static_cast<double>(lo) - 1.0;
   auto bound = [&](double log_value) { return full ? 0.0 : std::exp(log_value) * (1.0 + 1e-9); };
-  out.tail_above = bound(tail_ctd.log_upper(t - 1, top - static_cast<double>(cut)));
+  double ctd_mean = 0.0;  // E[Y_1] of the upper ends, rounded up
+  for (std::size_t j = 0; j < ctd.size(); ++j) ctd_mean += static_cast<double>(j) * h * ctd[j];
+  ctd_mean *= 1.0 + 4.0 * kU * static_cast<double>(ctd.size() + 2);
+  out.tail_above = std::max(ctd_mean, 1.0) * bound(tail_ctd.log_upper(t - 1, top - static_cast<double>(cut)));
   out.tail_below = bound(tail_ctd.log_lower(t, below));
   const double alias_null = bound(log_add(tail_q.log_upper(t, top), tail_q.log_lower(t, below)));
   const double alias_record = bound(log_add(tail_q.log_upper(t - 1, top - static_cast<double>(cut)), tail_q.log_lower(t - 1, below)));
@@ -365,10 +384,20 @@ AllocationLaws allocation_laws(double noise_multiplier, long steps, double resol
     }
   }
   Workspace ws;
-  // Each law is composed twice: untilted, and tilted by e^{slope K} with e^{slope J} = e^25, so that
-  // the heavy upper tail keeps its relative accuracy (the round-off of the untilted composition is
+  // Each law is composed twice: untilted, and tilted by e^{slope K} (its mean near the window's top,
+  // e^{slope J} at most e^25), so that the upper tail keeps its relative accuracy (the round-off of the untilted composition is
   // uniform, and in the tail it exceeds the masses). Entry by entry the better bound is kept.
-  const double slope = t > 1 ? 25.0 / static_cast<double>(cut) : 0.0;
+  double slope = 0.0;
+  if (t > 1) {
+    double m1 = 0.0, m2 = 0.0;
+    for (std::size_t j = 0; j < ctd.size(); ++j) {
+      m1 += static_cast<double>(j) * ctd[j];
+      m2 += static_cast<double>(j) * static_cast<double>(j) * ctd[j];
+    }
+    const double variance = std::max(m2 - m1 * m1, 1.0) * static_cast<double>(t);
+    // Tilting by e^{slope K} moves the mean by about slope * variance: put it near the window's top.
+    slope = std::min(25.0 / static_cast<double>(cut), std::max(static_cast<double>(hi) - static_cast<double>(t) * m1, 1.0) / variance);
+  }
   auto both = [&](const std::vector<std::pair<const std::vector<double>*, long>>& groups) {
     std::vector<Composed> out_c{compose_laws(groups, 0.0, lo, size, plan, ws)};
     if (slope > 0.0) out_c.push_back(compose_laws(groups, slope, lo, size, plan, ws));
@@ -392,37 +421,40 @@ AllocationLaws allocation_laws(double noise_multiplier, long steps, double resol
       out.error_weight[best][i] = c.factor(i) * (1.0 + c.rounding);
     }
   }
-  // Lower half: lower ends from the untilted composition (round-off, rounding and aliased mass
-  // taken off: the tilted one's aliased mass is not bounded here), upper ends from the better of
-  // the two (entries plus round-off; aliased mass only adds).
-  auto lower_end = [](const Composed& c, double alias, std::vector<double>& v) {
-    const double keep = std::max(1.0 - c.rounding, 0.0);
-    v.resize(c.entries.size());
-    for (std::size_t i = 0; i < v.size(); ++i) {
-      v[i] = std::max((c.value(i) - c.entry_error(i)) * keep - alias, 0.0);
-    }
-  };
-  auto upper_end = [](const std::vector<Composed>& cs, std::vector<double>& v) {
-    v.assign(cs[0].entries.size(), kInf);
-    for (const Composed& c : cs) {
-      for (std::size_t i = 0; i < v.size(); ++i) {
-        v[i] = std::min(v[i], (c.value(i) + c.entry_error(i)) * (1.0 + c.rounding));
+  // Lower half: lower ends from the untilted composition (its round-off and aliased mass are taken
+  // off per label in allocation_step; the tilted one's aliased mass is not bounded here), upper ends
+  // per entry from the composition with the smaller round-off bound (aliased mass only adds).
+  auto fill = [&](AllocationLaws::Law& law, const Composed& low, const std::vector<Composed>& high, double alias) {
+    law.low.resize(size);
+    law.high.resize(size);
+    const double keep = std::max(1.0 - low.rounding, 0.0);
+    law.low_error = low.error * std::exp(low.log_scale) * (1.0 + 1e-9);  // untilted: the same factor everywhere
+    law.alias = alias;
+    law.high_weight.assign(high.size(), std::vector<double>(size, 0.0));
+    law.high_norm.resize(high.size());
+    for (std::size_t c = 0; c < high.size(); ++c) law.high_norm[c] = high[c].error * (1.0 + 1e-9);
+    for (std::size_t i = 0; i < size; ++i) {
+      law.low[i] = low.value(i) * keep;
+      std::size_t best = 0;
+      for (std::size_t c = 1; c < high.size(); ++c) {
+        if (high[c].entry_error(i) < high[best].entry_error(i)) best = c;
       }
+      law.high[i] = high[best].value(i) * (1.0 + high[best].rounding);
+      law.high_weight[best][i] = high[best].factor(i) * (1.0 + high[best].rounding);
     }
   };
-  lower_end(compose_laws({{&lat.q_lo, t}}, 0.0, lo, size, plan, ws), alias_null, out.null_low);
-  upper_end(both({{&lat.q_hi, t}}), out.null_high);
-  lower_end(compose_laws({{&lat.r_lo, 1}, {&lat.q_lo, t - 1}}, 0.0, lo, size, plan, ws), alias_record, out.record_low);
-  upper_end(both({{&lat.r_hi, 1}, {&lat.q_hi, t - 1}}), out.record_high);
-  // The labels' losses: log(P lower end / Q upper end) per lattice value (NaN: no certain P-mass).
-  const double nan = std::numeric_limits<double>::quiet_NaN();
-  out.label_loss_remove.assign(size, nan);
-  out.label_loss_add.assign(size, nan);
-  for (std::size_t i = 0; i < size; ++i) {
-    if (out.record_low[i] > 0.0) out.label_loss_remove[i] = std::log(out.record_low[i]) - std::log(out.null_high[i]);
-    if (out.null_low[i] > 0.0) out.label_loss_add[i] = std::log(out.null_low[i]) - std::log(out.record_high[i]);
-  }
+  fill(out.null, compose_laws({{&lat.q_lo, t}}, 0.0, lo, size, plan, ws), both({{&lat.q_hi, t}}), alias_null);
+  fill(out.record, compose_laws({{&lat.r_lo, 1}, {&lat.q_lo, t - 1}}, 0.0, lo, size, plan, ws),
+       both({{&lat.r_hi, 1}, {&lat.q_hi, t - 1}}), alias_record);
   return out;
+}
+
+double AllocationLaws::Law::low_end(std::size_t i) const { return std::max(low[i] - low_error - alias, 0.0); }
+
+double AllocationLaws::Law::high_end(std::size_t i) const {
+  double v = high[i];
+  for (std::size_t c = 0; c < high_norm.size(); ++c) v += high_norm[c] * high_weight[c][i];
+  return v;
 }
 
 StepPmf allocation_step(const AllocationLaws& laws, bool add, double d, std::size_t max_cells) {
@@ -440,7 +472,9 @@ StepPmf allocation_step(const AllocationLaws& laws, bool add, double d, std::siz
   // Cauchy-Schwarz over those atoms (weights z for "remove", 1 for "add"); extra P-mass
   // T(a) - T(a + 1) at each interval's top a + 1 covers it at every level (it is mass moved
   // to larger losses), so a query pays only for the round-off of the losses above it. --
-  double infinity = add ? laws.tail_below : laws.truncation + laws.tail_above;
+  // Beyond the window: "add" charges the Q-mass below it; "remove" the P-mass above it and the
+  // P-mass below it (at most z_lo times its Q-mass: the tilted composition may not hold it).
+  double infinity = add ? laws.tail_below : laws.truncation + laws.tail_above + laws.tail_below * std::max(z_of(0), 0.0);
   const std::size_t compositions = laws.error_norm.size();
   std::size_t first = 0;  // entries with z > 0
   while (first < n && !(z_of(first) > 0.0)) {
@@ -458,11 +492,13 @@ StepPmf allocation_step(const AllocationLaws& laws, bool add, double d, std::siz
     const double loss_low = sign * std::log(z_of(entry(0)));
     const double loss_high = sign * std::log(z_of(entry(count - 1)));
     largest = std::max(std::fabs(loss_low), std::fabs(loss_high));
+    // The last interval used is at most `top` (the rounding of log and exp may move the highest
+    // entry one interval up), whose upper end is top + 1.
     const long top = static_cast<long>(std::floor(loss_high / d)) + 1;
     const long lowest = static_cast<long>(std::floor(loss_low / d));
     const long floor_index = std::max(lowest, top - static_cast<long>(max_cells) + 2);
     out.upper_low = floor_index;
-    out.log_upper.assign(static_cast<std::size_t>(top - floor_index + 1), kNegInf);
+    out.log_upper.assign(static_cast<std::size_t>(top - floor_index + 2), kNegInf);
     // Per interval a (index a - floor_index): sum over its entries of (weight v)^2, per composition.
     std::vector<std::vector<double>> squares(compositions, std::vector<double>(out.log_upper.size(), 0.0));
     long cell = floor_index;
@@ -509,7 +545,7 @@ StepPmf allocation_step(const AllocationLaws& laws, bool add, double d, std::siz
     // The round-off's tail bound T(a) from the top, and its increments at the intervals' tops.
     std::vector<double> suffix(compositions, 0.0);
     double previous = 0.0;
-    for (long a = top - 1; a >= floor_index; --a) {
+    for (long a = top; a >= floor_index; --a) {
       double tail = 0.0;
       for (std::size_t c = 0; c < compositions; ++c) {
         suffix[c] += squares[c][static_cast<std::size_t>(a - floor_index)];
@@ -524,39 +560,47 @@ StepPmf allocation_step(const AllocationLaws& laws, bool add, double d, std::siz
   }
   out.infinity_upper = std::min(infinity * (1.0 + 4.0 * kU), 1.0);
 
-  // -- lower half: each lattice value labelled with its rounded loss (allocation_laws) --
-  const std::vector<double>& lp = add ? laws.null_low : laws.record_low;
-  const std::vector<double>& lq = add ? laws.record_high : laws.null_high;
-  const std::vector<double>& ll = add ? laws.label_loss_add : laws.label_loss_remove;
+  // -- lower half: each lattice value labelled with its rounded loss log(P / Q) (point values; any
+  // fixed labelling is post-processing), each label's masses certified as a whole --
+  const AllocationLaws::Law& lp = add ? laws.null : laws.record;
+  const AllocationLaws::Law& lq = add ? laws.record : laws.null;
+  std::vector<long> label(n, std::numeric_limits<long>::min());
   long label_top = std::numeric_limits<long>::min(), label_low = std::numeric_limits<long>::max();
   for (std::size_t i = 0; i < n; ++i) {
-    if (std::isnan(ll[i])) continue;  // no certain P-mass: label -inf, with its Q-mass
-    const long label = std::lround(ll[i] / d);
-    label_top = std::max(label_top, label);
-    label_low = std::min(label_low, label);
+    if (!(lp.low[i] > 0.0 && lq.high[i] > 0.0)) continue;  // label -inf, with its Q-mass
+    const double ratio = (std::log(lp.low[i]) - std::log(lq.high[i])) / d;
+    if (!(std::fabs(ratio) < 1e15)) continue;
+    label[i] = std::lround(ratio);
+    label_top = std::max(label_top, label[i]);
+    label_low = std::min(label_low, label[i]);
   }
   if (label_top > std::numeric_limits<long>::min()) {
     label_low = std::max(label_low, label_top - static_cast<long>(max_cells) + 1);
-    std::vector<double> p_sum(static_cast<std::size_t>(label_top - label_low + 1), 0.0), q_sum(p_sum.size(), 0.0);
-    std::vector<double> members(p_sum.size(), 0.0);
+    const std::size_t labels = static_cast<std::size_t>(label_top - label_low + 1);
+    const std::size_t compositions_q = lq.high_norm.size();
+    std::vector<double> p_sum(labels, 0.0), q_sum(labels, 0.0), members(labels, 0.0);
+    std::vector<std::vector<double>> q_square(compositions_q, std::vector<double>(labels, 0.0));
     for (std::size_t i = 0; i < n; ++i) {
-      if (std::isnan(ll[i])) continue;
-      const long label = std::lround(ll[i] / d);
-      if (label < label_low) continue;  // dropped with its Q-mass: label -inf
-      const auto slot = static_cast<std::size_t>(label - label_low);
-      p_sum[slot] += lp[i];
-      q_sum[slot] += lq[i];
+      if (label[i] < label_low) continue;  // dropped with its Q-mass: label -inf
+      const auto slot = static_cast<std::size_t>(label[i] - label_low);
+      p_sum[slot] += lp.low[i];
+      q_sum[slot] += lq.high[i];
       members[slot] += 1.0;
+      for (std::size_t c = 0; c < compositions_q; ++c) q_square[c][slot] += lq.high_weight[c][i] * lq.high_weight[c][i];
     }
     out.label_low = label_low;
-    out.log_p.assign(p_sum.size(), kNegInf);
-    out.log_q.assign(p_sum.size(), kNegInf);
-    for (std::size_t j = 0; j < p_sum.size(); ++j) {
-      if (!(p_sum[j] > 0.0)) continue;
+    out.log_p.assign(labels, kNegInf);
+    out.log_q.assign(labels, kNegInf);
+    for (std::size_t j = 0; j < labels; ++j) {
+      if (members[j] == 0.0) continue;
       // Sums of positive terms: within (members + 1) u relative; the log: a few ulps.
       const double e = (members[j] + 4.0) * kU;
-      out.log_p[j] = std::log(p_sum[j] * (1.0 - e)) - 4.0 * kU * (1.0 + std::fabs(std::log(p_sum[j])));
-      out.log_q[j] = std::log(q_sum[j] * (1.0 + e)) + 4.0 * kU * (1.0 + std::fabs(std::log(q_sum[j])));
+      const double p = p_sum[j] * (1.0 - e) - lp.low_error * std::sqrt(members[j]) - lp.alias;
+      double q = q_sum[j] * (1.0 + e);
+      for (std::size_t c = 0; c < compositions_q; ++c) q += lq.high_norm[c] * std::sqrt(q_square[c][j]) * (1.0 + e);
+      if (!(p > 0.0)) continue;  // no certain P-mass: the whole label goes to -inf, with its Q-mass
+      out.log_p[j] = std::log(p) - 4.0 * kU * (1.0 + std::fabs(std::log(p)));
+      out.log_q[j] = std::log(q) + 4.0 * kU * (1.0 + std::fabs(std::log(q)));
     }
   }
   summarise(out);

@@ -5,9 +5,9 @@
 // THE PAIR. An epoch of t Gaussian steps in which each record is put into one
 // uniformly random step (Chua et al., "Balls-and-Bins Sampling for DP-SGD",
 // AISTATS 2025, arXiv:2412.16802) is dominated, under zero-out adjacency, by
-//     P = (1/t) sum_i N(e_i, s^2 I_t)   against   Q = N(0, s^2 I_t)
-// (s = noise multiplier). Its likelihood ratio is Z = dP/dQ(x) = S / t with
-//     S = sum_i Y_i,   Y_i = exp((x_i - 1/2) / s^2),
+//     P = (1/t) sum_i N(e_i, sigma^2 I_t)   against   Q = N(0, sigma^2 I_t)
+// (sigma = noise multiplier). Its likelihood ratio is Z = dP/dQ(x) = S / t with
+//     S = sum_i Y_i,   Y_i = exp((x_i - 1/2) / sigma^2),
 // the Y_i independent and log-normal under Q with E Y = 1. Both hockey-stick
 // divergences are expectations under Q of convex functions of Z,
 //     remove  H_{e^eps}(P||Q) = E_Q (Z - e^eps)_+,   add  H_{e^eps}(Q||P) = E_Q (1 - e^eps Z)_+,
@@ -41,8 +41,10 @@
 // P-mass that may be missing at or above each loss; allocation_step adds that
 // much P-mass at the tops of the loss intervals (mass moved to larger losses),
 // so a query pays only for the round-off above it. The P-mass beyond the window
-// is charged at +inf (remove: above it; add: below it; the mass aliased into the
-// window from the other side only adds mass). An atom of S at K gives the loss
+// is charged at +inf (remove: above it, and below it, at most z_lo times its
+// Q-mass, since the tilted composition need not hold the mass aliased from below;
+// add: below it; the untilted composition's mass aliased into the window from
+// the other side only adds mass). An atom of S at K gives the loss
 // log(K h / t) with P-mass w_K K h / t and Q-mass w_K ("remove"), or the
 // reverse ("add"); the atoms of each loss interval [a D, (a + 1) D) are split
 // over its ends by connect-the-dots (step.hpp).
@@ -51,10 +53,11 @@
 // over coordinates, i.e. the lattice statistic S_down = sum_i floor(Y_i / h)
 // (with Y_i >= y_b lumped at J), is post-processing; its laws are exact lattice
 // laws: t-fold sums of the floor masses m_j under Q, and of t - 1 of them and the
-// record's mu_j under P. Each lattice value is labelled with its rounded loss;
-// P-masses enter at their certified lower ends (round-off and aliased mass taken
-// off), Q-masses at their upper ends. The statistic differs from S by the sum of
-// the fractional parts, whose variance, t h^2 / 12, is what the test loses.
+// record's mu_j under P. Each lattice value is labelled with its rounded loss
+// (a fixed function of the value); each label's P-mass enters at its certified
+// lower end (round-off by Cauchy-Schwarz over the label's values, aliased mass
+// taken off), its Q-mass at its upper end. The statistic differs from S by the
+// sum of the fractional parts, whose variance, t h^2 / 12, is what the test loses.
 //
 // TAILS. The window must hold S up to a few large Y: log-normal tails are too
 // heavy for a Chernoff bound alone. Above, P(S >= x) <= C(n, k) pi_m^k +
@@ -87,15 +90,25 @@ struct AllocationLaws {
   double truncation = 0.0;    // rho >= E(Y - y_b)_+, the "remove" P-mass at +inf per epoch
   double tail_above = 0.0;    // >= P-mass of S above the window (remove)
   double tail_below = 0.0;    // >= Q-mass of S below the window (add)
-  // Lower half: the laws of the lattice statistic, under Q ("null") and under P ("record"),
-  // lower ends (round-off and aliasing removed) and upper ends (round-off added).
-  std::vector<double> null_low, null_high, record_low, record_high;
-  // Each lattice value's label loss in either direction (NaN where its P-mass is not certainly > 0).
-  std::vector<double> label_loss_remove, label_loss_add;
+  // Lower half: the laws of the lattice statistic, under Q ("null") and under P ("record").
+  struct Law {
+    // Lower ends: low[i] (rounding taken off); the round-off of any set A of entries is at most
+    // low_error |A|^(1/2) (Cauchy-Schwarz), and the mass aliased into the window at most alias
+    // in all. Upper ends: high[i] (rounding added), with the round-off of a set A at most
+    // sum_c high_norm[c] (sum_{i in A} high_weight[c][i]^2)^(1/2) (aliased mass only adds).
+    std::vector<double> low, high;
+    double low_error = 0.0, alias = 0.0;
+    std::vector<std::vector<double>> high_weight;
+    std::vector<double> high_norm;
+    // Per-entry bounds (each entry its own set), for inspection.
+    double low_end(std::size_t i) const;
+    double high_end(std::size_t i) const;
+  };
+  Law null, record;
   std::size_t fft_size = 0;
 };
 
-// The lattice laws of one epoch of t steps at noise multiplier s: lattice
+// The lattice laws of one epoch of t steps at noise multiplier sigma: lattice
 // spacing resolution * sd(Y) (finer for few steps), Y cut where
 // E(Y - y_b)_+ <= e^{log_truncation} but at most max_cells / 8 lattice points (rho
 // is then what that cut leaves), FFT window with at most e^{log_tail} outside it
