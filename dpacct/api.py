@@ -28,6 +28,11 @@ The guarantee depends on how batches are drawn (``sampler``):
   its likelihood ratio on a lattice), its Renyi DP and the deterministic curve
   (:class:`dpacct.samplers.allocation.BallsInBinsAccountant`, which also gives the
   certified lower bound; :mod:`dpacct.samplers.allocation` adds an estimate).
+* ``"random_allocation"``: each record in ``k`` distinct uniformly random steps among all
+  the run's steps, ``k`` the participations of shuffled batches (Feldman and Shenfeld
+  2025, arXiv:2502.08202); no dominating pair is proven for ``k > 1``, so the certified
+  upper bound is the deterministic curve (a mixture of fixed schedules;
+  :mod:`dpacct.samplers.allocation` has a lower bound and an estimate).
 * ``"truncated_poisson"`` (with ``max_batch_size=B``): Poisson batches cut to at most
   ``B`` records (add/remove; :mod:`dpacct.samplers.truncated_poisson`, ``accountant="pld"``).
 """

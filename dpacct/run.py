@@ -15,6 +15,9 @@ takes part in depends on the batch sampler:
   many steps as Poisson sampling (needs the dataset size: give the run in epochs).
 * ``"balls_in_bins"``: each record in one uniformly random step of each epoch (Chua et
   al., AISTATS 2025): steps and participations as for shuffled batches.
+* ``"random_allocation"``: each record in ``k`` distinct uniformly random steps among all
+  the run's steps (Feldman and Shenfeld 2025), ``k`` the participations of shuffled
+  batches; steps as for shuffled batches.
 * ``"shuffle"`` and ``"deterministic"``: each epoch cuts the (shuffled or fixed) data into
   ``ceil(n / b)`` batches, or ``floor(n / b)`` with ``drop_last``; the run is
   ``T = ceil(E * batches per epoch)`` steps and each record takes part in **at most one
@@ -46,8 +49,8 @@ from dpacct import _check
 __all__ = ["INDEPENDENT_SAMPLERS", "SAMPLERS", "Run"]
 
 #: Batch samplers a run can be accounted for.
-SAMPLERS: tuple[str, ...] = ("poisson", "shuffle", "deterministic", "balls_in_bins", "fixed_size",
-                             "fixed_size_replacement", "truncated_poisson")
+SAMPLERS: tuple[str, ...] = ("poisson", "shuffle", "deterministic", "balls_in_bins", "random_allocation",
+                             "fixed_size", "fixed_size_replacement", "truncated_poisson")
 
 #: Samplers that draw every step independently (the run is ``ceil(E n / b)`` steps, no fixed
 #: number of participations per record).

@@ -551,3 +551,21 @@ def test_epsilon_fixed_size_sampler(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["epsilon", "--sigma", "2", "--q", "0.01", "--steps", "200", "--delta", "1e-5",
                  "--sampler", "fixed_size_replacement"]) == 2
     assert "needs --epochs, --batch-size and --dataset-size" in capsys.readouterr().err
+
+
+def test_random_allocation_sampler(capsys: pytest.CaptureFixture[str]) -> None:
+    """--sampler random_allocation: the deterministic curve above, the maximum-output lower bound below."""
+    out = run_json(capsys, "epsilon", "--sigma", "1", "--epochs", "3", "--batch-size", "100", "--dataset-size", "1000",
+                   "--delta", "1e-5", "--sampler", "random_allocation", "--json")
+    deterministic = dpacct.epsilon(noise_multiplier=1.0, epochs=3, batch_size=100, dataset_size=1000, delta=1e-5,
+                                   sampler="deterministic")
+    assert out["epsilon"] == pytest.approx(deterministic, rel=1e-12) and out["kind"] == "upper bound"
+    assert 0.0 < out["epsilon_lower_bound"] < out["epsilon"]  # type: ignore[operator]
+    assert "random allocation of k=3, t=30" in str(out["lower_bound_method"])
+    compare = run_json(capsys, "compare", "--sigma", "1", "--epochs", "3", "--batch-size", "100", "--dataset-size",
+                       "1000", "--delta", "1e-5", "--json")
+    rows = [r for r in compare["rows"] if r["sampler"] == "random_allocation"]  # type: ignore[union-attr,index]
+    assert sorted(r["kind"] for r in rows) == ["lower bound", "upper bound"]
+    partial = run_json(capsys, "compare", "--sigma", "1", "--epochs", "2.5", "--batch-size", "100", "--dataset-size",
+                       "1000", "--delta", "1e-5", "--json")
+    assert not [r for r in partial["rows"] if r["sampler"] == "random_allocation"]  # type: ignore[union-attr,index]

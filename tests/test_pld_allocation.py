@@ -168,3 +168,15 @@ def test_small_noise_falls_back() -> None:
 def test_kernel_rejects_bad_input(args: tuple[float, ...], match: str) -> None:
     with pytest.raises(ValueError, match=match):
         _core.pld.allocation_laws(*args)
+
+
+def test_grid_points_at_the_largest_loss() -> None:
+    """Regression: a grid width within ulps of log(z_max) / k put the last atom past the grid (a crash)."""
+    laws = _core.pld.allocation_laws(2.0, 3, 0.1, -32.2, -50.0, 2**21)
+    z_max = (laws.start + laws.sum.size - 1) * laws.lattice / laws.steps
+    for k in range(1, 12):
+        for d in (math.log(z_max) / k, np.nextafter(math.log(z_max) / k, 0.0), np.nextafter(math.log(z_max) / k, 1.0)):
+            for direction in ("remove", "add"):
+                step = _core.pld.allocation_step(laws, direction, float(d), 2**24)
+                assert np.all(np.isfinite(step.log_upper) | (step.log_upper == -np.inf))
+                assert 0.0 <= step.infinity_upper <= 1.0

@@ -395,7 +395,7 @@ def test_balls_in_bins_is_accounted_like_dpacct_epsilon() -> None:
     assert acct.get_epsilon() == pytest.approx(expected, rel=1e-12)
     deterministic = dpacct.epsilon(noise_multiplier=1.0, epochs=2, batch_size=10, dataset_size=1000, delta=1e-5,
                                    sampler="deterministic")
-    assert acct.get_epsilon() < 0.5 * deterministic  # the Renyi DP of the pair is far below (1.9 vs 6.2)
+    assert acct.get_epsilon() < 0.5 * deterministic  # the pair's PLD is far below (0.55 vs 6.2)
     # Larger noise at some steps: the epoch is bounded at its smallest sigma.
     mixed = PrivacyAccountant(sampler, delta=1e-5, accountant="rdp", noise_multiplier=1.0)
     for i, _batch in enumerate(sampler):
@@ -418,3 +418,25 @@ def test_balls_in_bins_with_accumulation_keeps_the_epoch_rule() -> None:
     # One Gaussian: PLD's closed form is certified and within 1e-9 of the Gaussian curve, which
     # dpacct.gaussian rounds up by up to 1e-9 relative (it aims at delta (1 - 1e-9)).
     assert expected * (1 - 1e-9) <= acct.get_epsilon() <= expected * (1 + RTOL_PLD)
+
+
+def test_random_allocation_is_accounted_like_dpacct_epsilon() -> None:
+    """k participations among all steps: the deterministic curve of k participations, as dpacct.epsilon gives."""
+    from dpacct.torch import RandomAllocationBatchSampler
+
+    sampler = RandomAllocationBatchSampler(dataset_size=1000, steps=200, participations=2)
+    acct = PrivacyAccountant(sampler, delta=1e-5, accountant="pld", noise_multiplier=1.5)
+    for _batch in sampler:
+        acct.step()
+    expected = dpacct.epsilon(noise_multiplier=1.5, epochs=2, batch_size=10, dataset_size=1000, delta=1e-5,
+                              sampler="random_allocation")
+    assert expected == dpacct.epsilon(noise_multiplier=1.5, epochs=2, batch_size=10, dataset_size=1000, delta=1e-5,
+                                      sampler="deterministic")
+    # One Gaussian, certified by PLD within RTOL_PLD of the curve (which dpacct.gaussian rounds up by 1e-9).
+    assert expected * (1 - 1e-9) <= acct.get_epsilon() <= expected * (1 + RTOL_PLD)
+    # Two micro-batches per step: a step can hold both of a record's batches (sensitivity 2).
+    merged = PrivacyAccountant(sampler, delta=1e-5, accountant="pld", noise_multiplier=1.5, accumulation_steps=2)
+    for _batch in sampler:
+        merged.step()
+    four = float(dpacct.gaussian.epsilon_for_delta(noise_multiplier=1.5 / 2.0, delta=1e-5))
+    assert four * (1 - 1e-9) <= merged.get_epsilon() <= four * (1 + RTOL_PLD)

@@ -233,3 +233,25 @@ def test_balls_in_bins_each_epoch_is_a_random_partition() -> None:
     assert s.epoch == 3
     info = s.sampling_info
     assert (info.sampler, info.max_participations_per_epoch, info.neighboring_relation) == ("balls_in_bins", 1, "zero_out")
+
+
+def test_random_allocation_puts_each_record_in_k_distinct_steps() -> None:
+    """Every record is in exactly k distinct batches of each epoch; batch sizes are Binomial(n, k/t)."""
+    from dpacct.torch import RandomAllocationBatchSampler
+
+    n, t, k = 300, 12, 3
+    s = RandomAllocationBatchSampler(dataset_size=n, steps=t, participations=k,
+                                     generator=torch.Generator().manual_seed(4))
+    for _ in range(2):
+        batches = list(s)
+        assert len(batches) == t
+        assert all(len(set(b)) == len(b) for b in batches)  # a record at most once per step
+        counts = torch.bincount(torch.tensor([i for b in batches for i in b]), minlength=n)
+        assert bool(torch.all(counts == k))
+        lo, hi = stats.binom.ppf([ALPHA / (2 * t), 1 - ALPHA / (2 * t)], n, k / t)
+        assert all(lo <= len(b) <= hi for b in batches)
+    info = s.sampling_info
+    assert (info.sampler, info.max_participations_per_epoch, info.batches_per_epoch) == ("random_allocation", 3, 12)
+    assert SamplingInfo.from_dict(info.as_dict()) == info
+    with pytest.raises(ValueError, match=r"^participations must be an integer in \[1, steps=12\]"):
+        RandomAllocationBatchSampler(dataset_size=n, steps=t, participations=13)

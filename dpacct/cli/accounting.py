@@ -231,7 +231,8 @@ def _run_epsilon_or_delta(args: argparse.Namespace, notes: Notes) -> dict[str, A
     if args.sampler == "truncated_poisson":
         return _run_truncated(args, report, sigma, run, quantity, target)
 
-    # shuffle / deterministic: the exact Gaussian curve of the participations
+    # shuffle / deterministic / balls-in-bins / random allocation: the Gaussian curve of the participations
+    # (exact for deterministic batches, a certified upper bound for the others)
     exact = accountant_for_run(run, noise_multiplier=sigma, sampler=args.sampler)
     value_now = float(exact.get_epsilon(target)) if quantity == "epsilon" else float(exact.get_delta(target))
     k = run.participations(args.sampler)
@@ -248,6 +249,12 @@ def _run_epsilon_or_delta(args: argparse.Namespace, notes: Notes) -> dict[str, A
                                  "curve (deterministic schedules dominate balls-in-bins)")
         report["accountant"] = "balls_in_bins"
         results.extend(_balls_in_bins_results(run, sigma, quantity, target))
+        report[f"{quantity}_lower_bound"] = results[0]["value"]
+        report["lower_bound_method"] = results[0]["method"]
+    elif args.sampler == "random_allocation":
+        report["kind"] = "upper bound"
+        report["kind_detail"] = "deterministic schedules dominate random allocation (a mixture of them)"
+        results.extend(_random_allocation_results(run, sigma, quantity, target))
         report[f"{quantity}_lower_bound"] = results[0]["value"]
         report["lower_bound_method"] = results[0]["method"]
     else:
@@ -326,6 +333,22 @@ def _balls_in_bins_results(run: Run, sigma: float, quantity: str, target: float)
                            at=target, steps_per_epoch_upper=max(1, run.batches_per_epoch()),
                            steps_per_epoch_lower=max(1, run.lower_bound_batches_per_epoch()),
                            epochs_upper=max(1, run.participations("balls_in_bins")), epochs_lower=run.full_epochs())
+    upper = next(v for _, v in rows if v.kind == "upper bound")
+    lower = next(v for _, v in rows if v.kind == "lower bound")
+    return [to_json(lower), to_json(upper)]
+
+
+def _random_allocation_results(run: Run, sigma: float, quantity: str, target: float) -> list[dict[str, Any]]:
+    """Random allocation of k participations among all T steps: [certified lower bound, certified upper bound]."""
+    from dpacct.samplers.allocation import allocation_rows
+
+    k, total = run.participations("random_allocation"), max(1, run.steps("random_allocation"))
+    if k < 1:
+        return [to_json(Value(value=0.0, quantity=quantity, kind=kind,  # type: ignore[arg-type]
+                              method="no participation")) for kind in ("lower bound", "upper bound")]
+    rows = allocation_rows(noise_multiplier=sigma, quantity=quantity,  # type: ignore[arg-type]
+                           at=target, steps_per_epoch_upper=max(total, k), steps_per_epoch_lower=max(total, k),
+                           epochs_upper=1, epochs_lower=1, participations=k)
     upper = next(v for _, v in rows if v.kind == "upper bound")
     lower = next(v for _, v in rows if v.kind == "lower bound")
     return [to_json(lower), to_json(upper)]

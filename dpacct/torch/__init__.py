@@ -6,7 +6,8 @@ Importing it with opacus installed registers the opacus accountants ``"dpacct-pl
 
 * :mod:`~dpacct.torch.samplers`: :class:`PoissonBatchSampler`, :class:`ShuffleBatchSampler`,
   :class:`DeterministicBatchSampler`, :class:`FixedSizeBatchSampler`,
-  :class:`TruncatedPoissonBatchSampler`, :class:`BallsInBinsBatchSampler`, :func:`identify` (refuses samplers it cannot analyse).
+  :class:`TruncatedPoissonBatchSampler`, :class:`BallsInBinsBatchSampler`, :class:`RandomAllocationBatchSampler`,
+  :func:`identify` (refuses samplers it cannot analyse).
 * :mod:`~dpacct.torch.accountant`: :class:`PrivacyAccountant`, attached to any
   ``torch.optim.Optimizer``; budget enforced before the step that would exceed it.
 * :mod:`~dpacct.torch.budget`: :func:`plan_epochs` for noise schedules.
@@ -29,6 +30,7 @@ from dpacct.torch.samplers import (
     DeterministicBatchSampler,
     FixedSizeBatchSampler,
     PoissonBatchSampler,
+    RandomAllocationBatchSampler,
     SamplingInfo,
     ShuffleBatchSampler,
     TruncatedPoissonBatchSampler,
@@ -59,6 +61,7 @@ __all__ = [
     "FixedSizeBatchSampler",
     "PoissonBatchSampler",
     "PrivacyAccountant",
+    "RandomAllocationBatchSampler",
     "SamplingInfo",
     "ShuffleBatchSampler",
     "TruncatedPoissonBatchSampler",

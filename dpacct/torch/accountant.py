@@ -82,8 +82,12 @@ def _poisson_rule(acct: PrivacyAccountant) -> list[tuple[Any, int]]:
     return runs
 
 
-def _epoch_rule(acct: PrivacyAccountant) -> list[tuple[Any, int]]:
-    """Per epoch: one zero-out Gaussian with the smallest ``sigma / sqrt(span)`` of the steps touching it."""
+def _epoch_rule(acct: PrivacyAccountant, participations: float = 1.0) -> list[tuple[Any, int]]:
+    """Per epoch: one zero-out Gaussian with the smallest ``sigma / sqrt(span)`` of the steps touching it.
+
+    ``participations``: the Gaussian's sensitivity squared per epoch (1 for shuffled and
+    deterministic batches; see :func:`_allocation_rule`).
+    """
     worst: dict[int, float] = {}
     for sigma, epoch, span, _ in acct._steps:
         effective = sigma / math.sqrt(span)
@@ -91,7 +95,8 @@ def _epoch_rule(acct: PrivacyAccountant) -> list[tuple[Any, int]]:
             worst[e] = min(worst.get(e, math.inf), effective)
     runs: list[tuple[Any, int]] = []
     for e in sorted(worst):
-        _append(runs, GaussianMechanism(noise_multiplier=worst[e], neighboring_relation="zero_out"), 1)
+        noise = worst[e] / math.sqrt(participations)
+        _append(runs, GaussianMechanism(noise_multiplier=noise, neighboring_relation="zero_out"), 1)
     return runs
 
 
@@ -114,6 +119,22 @@ def _balls_in_bins_rule(acct: PrivacyAccountant) -> list[tuple[Any, int]]:
     for e in sorted(worst):
         _append(runs, BallsInBinsGaussianMechanism(noise_multiplier=worst[e], steps_per_epoch=t), 1)
     return runs
+
+
+def _allocation_rule(acct: PrivacyAccountant) -> list[tuple[Any, int]]:
+    """Per epoch: the Gaussian of ``k`` participations, at the smallest ``sigma / sqrt(span)`` touching it.
+
+    A record is in ``k`` distinct batches of each epoch; a noisy step merges at most ``a``
+    batches (gradient accumulation), so it holds ``c_s <= min(k, a)`` of them, and the run's
+    Gaussians compose to ``mu^2 = sum_s c_s^2 / sigma_s^2`` (Dong, Roth, Su 2019,
+    arXiv:1905.02383, Cor. 3.3). By Cauchy-Schwarz over the ``span_s`` epochs a step touches,
+    ``c_s^2 <= span_s sum_e c_se^2``, and ``sum_s c_se^2 <= k min(k, a)`` within an epoch: at
+    most ``k min(k, a) / sigma_e^2`` per epoch, ``sigma_e`` the smallest ``sigma_s /
+    sqrt(span_s)`` of the steps touching it. No dominating pair of random allocation is
+    proven for ``k > 1``; with ``k = 1`` this is the epoch rule of shuffled batches.
+    """
+    k = acct.sampling.max_participations_per_epoch or 1
+    return _epoch_rule(acct, participations=float(k * min(k, acct.accumulation_steps)))
 
 
 def _append(runs: list[tuple[Any, int]], mechanism: Any, count: int) -> None:
@@ -156,6 +177,7 @@ SAMPLER_RULES: dict[str, Callable[[PrivacyAccountant], list[tuple[Any, int]]]] =
     "shuffle": _epoch_rule,
     "deterministic": _epoch_rule,
     "balls_in_bins": _balls_in_bins_rule,
+    "random_allocation": _allocation_rule,
     "fixed_size": _fixed_size_rule,
     "fixed_size_replacement": _fixed_size_rule,
     "truncated_poisson": _truncated_rule,

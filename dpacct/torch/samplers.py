@@ -56,6 +56,7 @@ __all__ = [
     "DeterministicBatchSampler",
     "FixedSizeBatchSampler",
     "PoissonBatchSampler",
+    "RandomAllocationBatchSampler",
     "SamplingInfo",
     "ShuffleBatchSampler",
     "TruncatedPoissonBatchSampler",
@@ -66,7 +67,7 @@ __all__ = [
     "with_epoch_clock",
 ]
 
-SamplerKind = Literal["poisson", "shuffle", "deterministic", "balls_in_bins", "fixed_size",
+SamplerKind = Literal["poisson", "shuffle", "deterministic", "balls_in_bins", "random_allocation", "fixed_size",
                       "fixed_size_replacement", "truncated_poisson"]
 
 
@@ -82,7 +83,8 @@ class SamplingInfo:
     ----------
     sampler : str
         Which analysis applies: ``"poisson"``, ``"shuffle"``, ``"deterministic"``,
-        ``"balls_in_bins"``, ``"fixed_size"``, ``"fixed_size_replacement"`` or ``"truncated_poisson"``.
+        ``"balls_in_bins"``, ``"random_allocation"``, ``"fixed_size"``, ``"fixed_size_replacement"``
+        or ``"truncated_poisson"``.
     sampling_probability : float
         The true sample rate: the Poisson inclusion probability, or batch size over
         dataset size for fixed-size batches.
@@ -95,7 +97,8 @@ class SamplingInfo:
         Batches one pass over the sampler yields.
     max_participations_per_epoch : int or None
         Most batches of one epoch a record can be in: 1 for shuffled and deterministic
-        batches, ``None`` (unbounded) for Poisson and independent fixed-size batches.
+        batches, ``k`` for random allocation of ``k`` steps, ``None`` (unbounded) for
+        Poisson and independent fixed-size batches.
     neighboring_relation : {"add_remove", "zero_out"}
         The adjacency the analysis uses.
     source : str
@@ -327,6 +330,79 @@ class BallsInBinsBatchSampler(Sampler[list[int]], _EpochClock):
         bins = torch.randint(self.steps_per_epoch, (self.dataset_size,), generator=self.generator)
         for step in range(self.steps_per_epoch):
             yield (bins == step).nonzero().flatten().tolist()
+
+
+class RandomAllocationBatchSampler(Sampler[list[int]], _EpochClock):
+    """Random allocation: each epoch, every record is put in ``participations`` distinct random steps of ``steps``.
+
+    Feldman and Shenfeld (2025, arXiv:2502.08202) analyse this sampler; ``participations=1``
+    is :class:`BallsInBinsBatchSampler`. Batches have random sizes (mean ``n k / t``) and may
+    be empty (use ``collate_fn=empty_safe_collate(dataset)``). For ``k > 1`` no dominating
+    pair is proven, so the certified upper bound is the deterministic Gaussian curve of the
+    ``k`` participations per epoch (zero-out adjacency; :mod:`dpacct.samplers.allocation`
+    has a lower bound and an estimate). Give one epoch the length of your run to allocate
+    the participations among all its steps.
+
+    Parameters
+    ----------
+    dataset_size : int
+        ``n >= 1``.
+    steps : int
+        ``t >= 1``: the steps of one epoch.
+    participations : int
+        ``k``, ``1 <= k <= t``: the steps of each epoch every record is in.
+    generator : torch.Generator, optional
+        Source of the assignments.
+
+    Examples
+    --------
+    >>> s = RandomAllocationBatchSampler(dataset_size=6, steps=4, participations=2,
+    ...                                  generator=torch.Generator().manual_seed(0))
+    >>> sorted(i for b in s for i in b), s.sampling_info.max_participations_per_epoch
+    ([0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5], 2)
+    """
+
+    def __init__(self, *, dataset_size: int, steps: int, participations: int,
+                 generator: torch.Generator | None = None) -> None:
+        self.dataset_size = _size("dataset_size", dataset_size, 1)
+        self.steps = _size("steps", steps, 1)
+        self.participations = _size("participations", participations, 1)
+        if self.participations > self.steps:
+            msg = f"participations must be an integer in [1, steps={self.steps}], got {self.participations}"
+            raise ValueError(msg)
+        self.generator = generator
+        self.epoch = 0
+
+    @property
+    def sampling_info(self) -> SamplingInfo:
+        """``k`` participations per epoch in uniformly random distinct steps, zero-out adjacency."""
+        k, t = self.participations, self.steps
+        return SamplingInfo(sampler="random_allocation", sampling_probability=k / t, dataset_size=self.dataset_size,
+                            batch_size=self.dataset_size * k / t, batches_per_epoch=t, max_participations_per_epoch=k,
+                            neighboring_relation="zero_out", source=type(self).__name__)
+
+    def __len__(self) -> int:
+        return self.steps
+
+    def __iter__(self) -> Iterator[list[int]]:
+        self._start_epoch()
+        # Each record's k steps: the first k of a uniformly random order of the t steps (the
+        # argsort of independent uniforms), drawn a block of records at a time.
+        steps = torch.empty((self.dataset_size, self.participations), dtype=torch.long)
+        block = max(1, 2**22 // self.steps)
+        for start in range(0, self.dataset_size, block):
+            stop = min(start + block, self.dataset_size)
+            keys = torch.rand((stop - start, self.steps), generator=self.generator)
+            steps[start:stop] = keys.argsort(dim=1)[:, : self.participations]
+        flat = steps.flatten()
+        records = torch.arange(self.dataset_size).repeat_interleave(self.participations)
+        order = flat.argsort(stable=True)
+        counts = torch.bincount(flat, minlength=self.steps).tolist()
+        sorted_records = records[order].tolist()
+        at = 0
+        for step in range(self.steps):
+            yield sorted_records[at:at + counts[step]]
+            at += counts[step]
 
 
 class TruncatedPoissonBatchSampler(PoissonBatchSampler):
