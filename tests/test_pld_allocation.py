@@ -180,3 +180,18 @@ def test_grid_points_at_the_largest_loss() -> None:
                 step = _core.pld.allocation_step(laws, direction, float(d), 2**24)
                 assert np.all(np.isfinite(step.log_upper) | (step.log_upper == -np.inf))
                 assert 0.0 <= step.infinity_upper <= 1.0
+
+
+def test_accountant_rejects_bad_input() -> None:
+    """BallsInBinsAccountant: relative_accuracy in (0, 0.5], only balls-in-bins epochs, deltas in (0, 1)."""
+    from dpacct.accountant import UnsupportedMechanismError
+    from dpacct.mechanisms import GaussianMechanism
+
+    with pytest.raises(ValueError, match=r"^relative_accuracy must be in \(0, 0.5\]"):
+        BallsInBinsAccountant(relative_accuracy=2.0)
+    with pytest.raises(UnsupportedMechanismError):
+        BallsInBinsAccountant().compose(GaussianMechanism(noise_multiplier=1.0))
+    acct = BallsInBinsAccountant().compose(_epoch(1.0, 10))
+    with pytest.raises(ValueError, match=r"^delta must be"):
+        acct.epsilon_bounds(1.5)
+    assert BallsInBinsAccountant().epsilon_bounds(1e-5) == (0.0, 0.0)  # nothing composed

@@ -45,17 +45,24 @@ What is computed, and what kind of number each is:
   (Dong, Roth and Su 2022, arXiv:1905.02383, Corollary 3.3); the same holds with ``D``
   and ``D'`` swapped. So random allocation is never worse than deterministic batches
   with ``k`` participations per epoch.
-  For balls-in-bins (``k = 1``, ``t >= 2``) the smaller of that and the Renyi-DP bound of
-  the dominating pair: both Renyi divergences of ``(P, Q)`` bounded from above
-  (:mod:`dpacct.samplers.allocation_rdp`: exact moments for removal, a Laplace-transform
-  integral for addition), composed over the epochs and converted. At sigma = 1,
-  ``t = 1000``, delta = 1e-5 it gives 0.68 for one epoch (deterministic: 4.38; Poisson
-  batches at rate ``1/t``: 0.149 by PLD) and 0.78 for ten (17.9; Poisson 0.477).
-  *What is left out:* Feldman and Shenfeld (arXiv:2502.08202) bound random allocation by
-  Poisson subsampling at rate about ``k/(t(1 - gamma))`` with a split of delta, and
-  arXiv:2602.17284 gives a PLD analysis; they would be tighter for few epochs at small
-  epsilon, where Renyi DP's conversion is loose. Their theorems could not be checked here
-  against an independent reference, so they are not used.
+  For balls-in-bins (``k = 1``) the smallest of that, the **privacy loss distribution of
+  the dominating pair** and its Renyi DP (:class:`BallsInBinsAccountant`). Under ``Q``
+  the pair's likelihood ratio is the mean of ``t`` independent log-normal variables,
+  and both directions' hockey-stick divergences are expectations of convex functions of
+  it, so its one-dimensional law carries the whole pair; the C++ core computes it on a
+  lattice (connect-the-dots above, the laws of a lattice statistic below, certified
+  round-off and tails; ``cpp/include/dpacct/pld/allocation.hpp``) and the PLD engine
+  composes it over the epochs (Feldman and Shenfeld, arXiv:2602.17284, compute random
+  allocation's PLD from a law of this kind). At sigma = 1, ``t = 1000``, delta = 1e-5
+  one epoch is in [0.1386, 0.1391] (deterministic: 4.38; Renyi DP: 0.68; Poisson batches
+  at rate ``1/t``: 0.149 by PLD). The Renyi-DP bound (:mod:`dpacct.samplers.allocation_rdp`:
+  exact moments for removal, a Laplace-transform integral for addition) is consulted
+  where the PLD interval is wider than 1 %: below sigma ~0.6 (the log-normal tail
+  outgrows the lattice) and at deltas ~1e-10 and below (the FFT round-off bound).
+  *What is left out:* for ``k > 1`` no dominating pair is proven here, so only the
+  deterministic curve bounds random allocation from above; Feldman and Shenfeld
+  (arXiv:2502.08202) bound it by Poisson subsampling at rate about ``k/(t(1 - gamma))``
+  with a split of delta, a theorem that could not be checked here.
 * **lower bound** (certified; :func:`delta_allocation_lower`,
   :func:`epsilon_allocation_lower`): the hockey-stick divergence of the pair of laws of
   the per-epoch maxima ``(max_i x_i)`` of the ``E`` epochs, a post-processing of the
@@ -212,7 +219,8 @@ class BallsInBinsAccountant(Accountant):
 
     def __init__(self, *, relative_accuracy: float = 0.005) -> None:
         super().__init__()
-        self._relative_accuracy = _check.positive("relative_accuracy", relative_accuracy)
+        PLDAccountant(relative_accuracy=relative_accuracy)  # checks it: in (0, 0.5]
+        self._relative_accuracy = float(relative_accuracy)
         self._cache: dict[str, Any] = {}
 
     def supports(self, mechanism: Mechanism) -> bool:
@@ -233,7 +241,7 @@ class BallsInBinsAccountant(Accountant):
     def _pld(self) -> PLDAccountant | None:
         """The epochs composed by the PLD engine, or None where a lattice does not fit."""
         if "pld" not in self._cache:
-            acct: PLDAccountant | None = PLDAccountant(relative_accuracy=min(self._relative_accuracy, 0.5))
+            acct: PLDAccountant | None = PLDAccountant(relative_accuracy=self._relative_accuracy)
             assert acct is not None
             try:
                 for mech, count in self._history:
