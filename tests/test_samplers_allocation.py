@@ -252,8 +252,15 @@ def test_rows() -> None:
     assert none[2][1].kind == "estimate" and not none[2][1].is_guarantee
     assert none[2][1].details["lower"] <= float(none[2][1]) <= none[2][1].details["upper"]
     k2 = allocation_rows(noise_multiplier=1.0, quantity="delta", at=1.0, steps_per_epoch_upper=10,
-                         steps_per_epoch_lower=10, epochs_upper=1, epochs_lower=1, participations=2)
+                         steps_per_epoch_lower=10, epochs_upper=1, epochs_lower=1, participations=2, estimate=True,
+                         samples=500)
     assert k2[0][0] == "random_allocation" and float(k2[1][1]) <= float(k2[0][1])
+    assert [v.kind for _, v in k2] == ["upper bound", "lower bound", "estimate"]
+    # Balls-in-bins with a complete epoch: the certified interval is narrower than the estimate's noise.
+    tight = allocation_rows(noise_multiplier=1.0, quantity="delta", at=1.0, steps_per_epoch_upper=10,
+                            steps_per_epoch_lower=10, epochs_upper=1, epochs_lower=1, estimate=True, samples=500)
+    assert [v.kind for _, v in tight] == ["upper bound", "lower bound"]
+    assert float(tight[0][1]) <= 1.01 * float(tight[1][1])
 
 
 @pytest.mark.parametrize(("call", "kwargs", "match"), [

@@ -27,7 +27,8 @@ def _add(p: argparse.ArgumentParser) -> None:
                    help="also truncated Poisson: Poisson batches cut to at most this many records "
                         "(needs --epochs, --batch-size and --dataset-size)")
     p.add_argument("--estimates", action="store_true",
-                   help="also the Monte-Carlo estimate of balls-in-bins (labelled estimate: NOT a bound; slow)")
+                   help="also the Monte-Carlo estimates of balls-in-bins and random allocation (labelled estimate: "
+                        "NOT a bound; slow), where the certified interval is wider than 1 %%")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.add_argument("--plot", metavar="FILE.png",
                    help="also draw epsilon vs sigma (with --delta) or delta vs epsilon (with --epsilon) "
