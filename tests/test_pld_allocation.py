@@ -195,3 +195,15 @@ def test_accountant_rejects_bad_input() -> None:
     with pytest.raises(ValueError, match=r"^delta must be"):
         acct.epsilon_bounds(1.5)
     assert BallsInBinsAccountant().epsilon_bounds(1e-5) == (0.0, 0.0)  # nothing composed
+
+
+def test_large_noise_multiplier() -> None:
+    """sigma = 50 (Y within a few percent of 1): the Chernoff window's lower-tail bound must not
+    underflow (it claimed an e^-50 tail 3 standard deviations below the mean), and the laws hold
+    their mass (sums >= 1 for upper ends)."""
+    laws = allocation_laws(50.0, 1000)
+    assert float(laws.sum.sum()) >= 1.0 and float(laws.null_high.sum()) >= 1.0
+    bounds = BallsInBinsAccountant().compose(_epoch(50.0, 1000)).epsilon_bounds(1e-6)
+    assert 0.0 < float(bounds.lower) <= float(bounds.upper) <= 1.01 * float(bounds.lower)
+    poisson = PLDAccountant().step(noise_multiplier=50.0, sampling_probability=1e-3, count=1000).epsilon_bounds(1e-6)
+    assert float(bounds.lower) <= 1.2 * float(poisson.upper)  # about Poisson's, as at sigma = 1

@@ -119,8 +119,11 @@ class TailBound {
     if (cuts_.back().first != cut_) cuts_.push_back({cut_, 0.0});
     // log M_m(+lambda) = lambda m + log(sum_{j < m} p_j e^{-lambda (m - j)} + sum_{j >= m} p_j), and
     // log M(-lambda) = log sum_j p_j e^{-lambda j}, over a geometric set of slopes; one pass per
-    // slope (all terms positive: the sums err by at most 2 (J + 2) u relative, charged).
+    // slope (all terms positive: the sums err by at most 2 (J + 2) u relative, charged). Terms that
+    // underflow are lost, at most the smallest normal double each: that much is added back, so a
+    // sum that underflows altogether gives a (useless) upper bound, never log 0.
     const double slack = std::log1p(4.0 * kU * static_cast<double>(p.size() + 2));
+    const double lost = static_cast<double>(p.size() + 2) * std::numeric_limits<double>::min();
     // Slopes from 1/(64 sd) to 64/sd, and down to 2/J for the sums truncated at a large cut.
     std::vector<double> slopes;
     for (int i = 0; i <= 24; ++i) slopes.push_back(std::ldexp(1.0, i / 2) * (i % 2 ? 1.4142135623730951 : 1.0) / (64.0 * sd_));
@@ -135,7 +138,7 @@ class TailBound {
         while (next < cuts_.size() && cuts_[next].first == k) {
           const double below = acc * r;  // sum_{j < m} p_j r^(m - j)
           const double rest = cuts_[next].second + p[static_cast<std::size_t>(k)];
-          logs[next] = lambda * static_cast<double>(k) + std::log(below + rest) + slack;
+          logs[next] = lambda * static_cast<double>(k) + std::log(below + rest + lost) + slack;
           ++next;
         }
         acc = acc * r + p[static_cast<std::size_t>(k)];
@@ -143,7 +146,7 @@ class TailBound {
       upper_.push_back(std::move(logs));
       double low = 0.0;  // Horner from the top: sum_j p_j r^j
       for (long j = cut_; j >= 0; --j) low = low * r + p[static_cast<std::size_t>(j)];
-      lower_.push_back(std::log(low) + slack);
+      lower_.push_back(std::log(low + lost) + slack);
     }
   }
 
@@ -496,7 +499,10 @@ StepPmf allocation_step(const AllocationLaws& laws, bool add, double d, std::siz
     // entry one interval up), whose upper end is top + 1.
     const long top = static_cast<long>(std::floor(loss_high / d)) + 1;
     const long lowest = static_cast<long>(std::floor(loss_low / d));
-    const long floor_index = std::max(lowest, top - static_cast<long>(max_cells) + 2);
+    // Losses below top D - 60 are raised to it (mass moved to larger losses: their P-mass is at most
+    // e^(top D - 60) times their Q-mass), and the grid has at most max_cells points.
+    const long floor_index = std::max({lowest, top - static_cast<long>(max_cells) + 2,
+                                       static_cast<long>(std::floor((static_cast<double>(top) * d - 60.0) / d))});
     out.upper_low = floor_index;
     out.log_upper.assign(static_cast<std::size_t>(top - floor_index + 2), kNegInf);
     // Per interval a (index a - floor_index): sum over its entries of (weight v)^2, per composition.
@@ -566,8 +572,11 @@ StepPmf allocation_step(const AllocationLaws& laws, bool add, double d, std::siz
   const AllocationLaws::Law& lq = add ? laws.record : laws.null;
   std::vector<long> label(n, std::numeric_limits<long>::min());
   long label_top = std::numeric_limits<long>::min(), label_low = std::numeric_limits<long>::max();
+  // Values with less than e^-45 of the largest P-mass are labelled -inf (with their Q-mass): they
+  // cannot move a lower bound, and their losses would stretch the grid.
+  const double p_floor = std::exp(-45.0) * *std::max_element(lp.low.begin(), lp.low.end());
   for (std::size_t i = 0; i < n; ++i) {
-    if (!(lp.low[i] > 0.0 && lq.high[i] > 0.0)) continue;  // label -inf, with its Q-mass
+    if (!(lp.low[i] > p_floor && lp.low[i] > 0.0 && lq.high[i] > 0.0)) continue;  // label -inf, with its Q-mass
     const double ratio = (std::log(lp.low[i]) - std::log(lq.high[i])) / d;
     if (!(std::fabs(ratio) < 1e15)) continue;
     label[i] = std::lround(ratio);
