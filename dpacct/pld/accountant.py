@@ -311,7 +311,7 @@ _ALLOCATION_TAIL = -50.0
 _ALLOCATION_CELLS = 2**21  # the largest FFT; the cut of Y is at most an eighth of it
 
 
-@functools.lru_cache(maxsize=16)
+@functools.lru_cache(maxsize=4)  # one holds about 11 arrays of the FFT's size: up to ~200 MB
 def allocation_laws(noise_multiplier: float, steps: int) -> Any:
     """The lattice laws of one balls-in-bins epoch (``_core.pld.AllocationLaws``), cached.
 
