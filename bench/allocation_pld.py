@@ -191,7 +191,7 @@ def main() -> None:
     print("| sigma | t | E | delta | dpacct [lower, upper] | CPU s | RDP upper | deterministic | "
           "Poisson PLD (1/t) | pld-accounting upper | CPU s | check | pld-accounting lower | CPU s | check | "
           "random-allocation | CPU s | check |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("|" + " --- |" * 18)
     conflicts, notes = [], []
     for case in CASES:
         sigma, t, epochs, delta = case
