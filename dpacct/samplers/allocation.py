@@ -328,8 +328,16 @@ def _deterministic(k: int, e: int) -> str:
     return f"deterministic schedules dominate ({k * e} Gaussian participations, sigma/sqrt(kE))"
 
 
-def _balls_in_bins(sigma: float, t: int, e: int) -> BallsInBinsAccountant:
-    return BallsInBinsAccountant().compose(BallsInBinsGaussianMechanism(noise_multiplier=sigma, steps_per_epoch=t), e)
+@functools.lru_cache(maxsize=32)
+def _balls_in_bins_bounds(sigma: float, t: int, e: int, quantity: str,
+                          values: tuple[float, ...]) -> tuple[F64, F64, F64]:
+    """``BallsInBinsAccountant._bounds`` of ``e`` epochs, cached: the upper- and lower-bound
+    functions (and a comparison's rows) ask for the same query."""
+    acct = BallsInBinsAccountant().compose(BallsInBinsGaussianMechanism(noise_multiplier=sigma, steps_per_epoch=t), e)
+    out = acct._bounds(np.asarray(values, dtype=np.float64), quantity)
+    for array in out:
+        array.flags.writeable = False
+    return out
 
 
 def delta_allocation_upper(
@@ -377,7 +385,7 @@ def delta_allocation_upper(
         return Bound(value=value, quantity="delta", kind="upper bound", sampler=_sampler(k),
                      method=f"{_deterministic(k, e)}; {_name(t, e, k)}")
     eps = np.asarray(_check.epsilon_array(epsilon), dtype=np.float64)
-    lower, upper, wide = _balls_in_bins(sigma, t, e)._bounds(eps.reshape(-1), "delta")
+    lower, upper, wide = _balls_in_bins_bounds(sigma, t, e, "delta", tuple(eps.reshape(-1).tolist()))
     return Bound(value=unwrap(upper.reshape(eps.shape)), quantity="delta", kind="upper bound", sampler=_sampler(k),
                  method=f"{_method(bool(np.any(wide)))}; {_name(t, e, k)}")
 
@@ -409,7 +417,7 @@ def epsilon_allocation_upper(
         return Bound(value=value, quantity="epsilon", kind="upper bound", sampler=_sampler(k),
                      method=f"{_deterministic(k, e)}; {_name(t, e, k)}")
     d = np.asarray(_check.delta_array(delta), dtype=np.float64)
-    lower, upper, wide = _balls_in_bins(sigma, t, e)._bounds(d.reshape(-1), "epsilon")
+    lower, upper, wide = _balls_in_bins_bounds(sigma, t, e, "epsilon", tuple(d.reshape(-1).tolist()))
     return Bound(value=unwrap(upper.reshape(d.shape)), quantity="epsilon", kind="upper bound", sampler=_sampler(k),
                  method=f"{_method(bool(np.any(wide)))}; {_name(t, e, k)}")
 
@@ -525,14 +533,8 @@ def _lower_method(t: int, e: int, k: int) -> str:
 
 def _pld_lower(sigma: float, t: int, e: int, values: F64, quantity: str) -> F64:
     """The PLD engine's certified lower bound for balls-in-bins (0 where its lattice does not fit)."""
-    pld = _balls_in_bins(sigma, t, e)._pld()
-    if pld is None:
-        return np.zeros_like(values)
-    try:
-        b = pld.epsilon_bounds(values) if quantity == "epsilon" else pld.delta_bounds(values)
-    except ValueError:
-        return np.zeros_like(values)
-    return np.asarray(b.lower, dtype=np.float64).reshape(values.shape)
+    lower, _, _ = _balls_in_bins_bounds(sigma, t, e, quantity, tuple(values.reshape(-1).tolist()))
+    return np.asarray(lower, dtype=np.float64).reshape(values.shape)
 
 
 def delta_allocation_lower(
