@@ -374,10 +374,12 @@ double ComposedPld::lower_bound(double epsilon) const {
     const double q_part = (sq_[static_cast<std::size_t>(i)] + err_q) * factor_q;
     const double log_q = epsilon + log_shift_q_ - (tilt_ + 1.0) * kd + std::log(q_part);
     // P (1 - e^x), x = log_q - log_p. x errs by at most 32 u times the magnitudes summed
-    // into the two logs, and 1 - e^x then by that much over 1 - e^x (relative): taken off.
-    // Where P and e^eps Q agree to six digits the difference is not resolved: no test.
+    // into the two logs, and 1 - e^x then by that much over 1 - e^x (relative): taken off,
+    // so a test whose P and e^eps Q agree to more digits than the logs carry gives 0. (At
+    // tiny rates they agree to 8-10 digits where epsilon ~ 1e-7: those tests are still
+    // resolved, and a flat six-digit cut-off had left such lower bounds at 0.)
     const double x = log_q - log_p;
-    if (!(x < -1e-6)) return 0.0;
+    if (!(x < 0.0)) return 0.0;
     const double magnitude = std::fabs(log_shift_p_) + std::fabs(log_shift_q_) + (2.0 * tilt_ + 1.0) * std::fabs(kd) +
                              std::fabs(epsilon) + std::fabs(log_p) + std::fabs(log_q) + 8.0;
     const double shrink = 64.0 * kU * magnitude / -std::expm1(x);
@@ -415,10 +417,10 @@ double ComposedPld::epsilon_lower(double delta, double near) const {
     const double p_part = (sp_[static_cast<std::size_t>(i)] - err_p) * factor_p;
     const double log_p_finite = p_part > 0.0 ? log_shift_p_ - tilt_ * kd + std::log(p_part) : kNegInf;
     const double log_p = log_add(log_p_finite, log_infinity);
-    // log(P - delta) = log_p + log1mexp(x), x = log_delta - log_p; where P and delta agree to
-    // six digits the difference is not resolved: no test.
+    // log(P - delta) = log_p + log1mexp(x), x = log_delta - log_p (the rounding of x, amplified
+    // by 1 / (1 - e^x), is in the margin below).
     const double x = log_delta - log_p;
-    if (!(x < -1e-6)) return kNegInf;
+    if (!(x < 0.0)) return kNegInf;
     const double q_part = (sq_[static_cast<std::size_t>(i)] + err_q) * factor_q;
     if (!(q_part > 0.0)) return kNegInf;  // cannot happen (err_q > 0); no test then
     const double log_q = log_shift_q_ - (tilt_ + 1.0) * kd + std::log(q_part);

@@ -605,10 +605,10 @@ double SplitComposedPld::threshold_value(double epsilon, double z) const {
   const double log_p = std::log(p_value), log_q = epsilon + std::log(q_value);
   if (!(q_value > 0.0)) return p_value * (1.0 - 8.0 * kU);
   // P (1 - e^x), x = log_q - log_p: x errs by a few ulps of the magnitudes in it, and
-  // 1 - e^x by that over 1 - e^x (relative): taken off. Where P and e^eps Q agree to six
-  // digits the difference is not resolved: no test.
+  // 1 - e^x by that over 1 - e^x (relative): taken off (a test whose two sides agree to
+  // more digits than the logs carry gives 0).
   const double x = log_q - log_p;
-  if (!(x < -1e-6)) return 0.0;
+  if (!(x < 0.0)) return 0.0;
   const double shrink = 64.0 * kU * (std::fabs(log_p) + std::fabs(log_q) + std::fabs(epsilon) + 8.0) / -std::expm1(x);
   return std::exp(log_p + log1mexp(x)) * (1.0 - 8.0 * kU) * std::max(1.0 - shrink, 0.0);
 }
