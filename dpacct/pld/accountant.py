@@ -91,7 +91,9 @@ _LOG_TAIL = -80.0  # per step, P- and Q-mass beyond the clamp points of an unbou
 _QUERY_TAIL_MAX = -25.0  # the most an epsilon query cuts per step (PLDAccountant._query_tail)
 _MAX_CELLS = 2**24  # most grid points one step may use
 _COARSE_CELLS = 4096  # grid points of the coarse discretisation that guides the choice of grid
+_GUIDE_SLOPE = 1e12  # the largest Chernoff slope tried: ~1/q where every loss is ~q
 _REFINEMENTS = 3  # grid refinements when a query's gap exceeds the target
+_REAIMS = 4  # grids aimed again where the answer proved far below the guide (tiny losses)
 _UNIT = 2.220446049250313e-16  # DBL_EPSILON, a generous unit round-off
 _TINIEST = math.ulp(0.0)  # smallest positive double: the upper bound of a delta that underflows
 _TILT_STRENGTH = 0.5  # tilt = strength * lambda*, see PLDAccountant._tilt
@@ -99,7 +101,7 @@ _TILT_STRENGTH = 0.5  # tilt = strength * lambda*, see PLDAccountant._tilt
 # (relative_accuracy * epsilon); measured on the bench grid and the corner cases of bench/.
 _SQRT_SCALE = 2.0
 _LINEAR_SCALE = 2.0
-_MIN_DISCRETIZATION = 1e-9
+_MIN_DISCRETIZATION = 1e-12
 # The grid error model of PLDAccountant._grid: gap ~ _GAP_CONSTANT T D^2 (eps / 2V + 1/4), aimed at
 # _GAP_TARGET times the allowed error.
 _GAP_CONSTANT = 0.45
@@ -340,7 +342,17 @@ def _coarse_step(spec: _Spec, direction: str, log_tail: float = _LOG_TAIL) -> An
     """
     step = _build_step(spec, direction, 1e-2)
     width = max(step.log_upper.size, 2) * step.discretization
-    return _build_step(spec, direction, max(width / _COARSE_CELLS, 1e-12), log_tail)
+    d = max(width / _COARSE_CELLS, 1e-12)
+    if step.log_upper.size < 16:
+        # The whole support is a few cells of the first build (every loss ~ q at a tiny rate and
+        # a large sigma): its width is measured again on finer grids. Cells of the first build's
+        # width overshot epsilon 1e3x (sigma=9.88, q=2.3e-8: 3 cells of 7e-6 around a spike of 2e-9).
+        for _ in range(3):
+            cells = max(_build_step(spec, direction, d).log_upper.size, 2)
+            if cells >= _COARSE_CELLS / 16:
+                break
+            d = max(cells * d / _COARSE_CELLS, 1e-12)
+    return _build_step(spec, direction, d, log_tail)
 
 
 @functools.lru_cache(maxsize=64)
@@ -611,9 +623,9 @@ class PLDAccountant(Accountant):
         if key not in self._guides:
             cumulant = self._cumulant(groups, direction)
             if kind == "epsilon":
-                self._guides[key] = _minimise(lambda s: (cumulant(s) - math.log(value)) / s)
+                self._guides[key] = _minimise(lambda s: (cumulant(s) - math.log(value)) / s, _GUIDE_SLOPE)
             else:
-                guide = _minimise(lambda s: cumulant(s) - s * value)
+                guide = _minimise(lambda s: cumulant(s) - s * value, _GUIDE_SLOPE)
                 self._guides[key] = _Guide(math.exp(min(guide.value, 0.0)), guide.slope)
         return self._guides[key]
 
@@ -624,6 +636,37 @@ class PLDAccountant(Accountant):
     def _guide_delta(self, groups: list[tuple[_Spec, int]], direction: str, epsilon: float) -> _Guide:
         """Chernoff: log delta ~ min over lambda of K(lambda) - lambda epsilon."""
         return self._guide(groups, direction, "delta", epsilon)
+
+    def _fine_guide(self, groups: list[tuple[_Spec, int]], direction: str, delta: float, discretization: float) -> _Guide:
+        """The Chernoff guide of an epsilon query from the steps of one grid (not the coarse ones).
+
+        Slopes up to 1e12: where every loss is tiny (~q) the slope that reaches delta is ~1/q.
+        """
+        log_tail = self._query_tail(groups, delta)
+        parts = []
+        for spec, count in groups:
+            step = self._step(spec, direction, discretization, log_tail)
+            log_mass = np.asarray(step.log_upper)
+            loss = (step.upper_low + np.arange(log_mass.size)) * step.discretization
+            keep = np.isfinite(log_mass)
+            parts.append((float(count), log_mass[keep], loss[keep]))
+
+        def cumulant(slope: float) -> float:
+            total = 0.0
+            for count, log_mass, loss in parts:
+                if log_mass.size == 0:
+                    return -math.inf
+                v = log_mass + slope * loss
+                top = float(v.max())
+                total += count * (top + math.log(float(np.exp(v - top).sum())))
+            return total
+
+        def objective(slope: Any) -> Any:
+            if np.ndim(slope) == 0:
+                return (cumulant(float(slope)) - math.log(delta)) / float(slope)
+            return np.array([(cumulant(float(x)) - math.log(delta)) / float(x) for x in np.asarray(slope).ravel()])
+
+        return _minimise(objective, _GUIDE_SLOPE)
 
     def _chernoff_upper(self, groups: list[tuple[_Spec, int]], direction: str, epsilon: float) -> float:
         """A certified upper bound on delta(epsilon) from the coarse steps.
@@ -1186,30 +1229,59 @@ class PLDAccountant(Accountant):
                 # The whole-grid composer only tries to narrow a certified answer here: it is kept
                 # to grids of at most _FALLBACK_SIZE points (coarsened beyond, still certified).
                 effort = min(effort, _FALLBACK_SIZE)
-        allowed = self._relative_accuracy * guide.value
-        if irrelevant_below > guide.value:  # only the upper bound must stay below the other direction's
-            allowed = max(allowed, 0.5 * (irrelevant_below - guide.value))
-        discretization = self._grid(groups, direction, allowed, guide.value)
-        for refinement in range(_REFINEMENTS + 1):
-            lo, up, size = self._epsilon_at(groups, direction, delta, guide.slope, discretization, effort)
+        aim = guide.value
+        discretization = self._grid(groups, direction, self._allowed(aim, irrelevant_below), aim)
+        refinement, reaims, slope = 0, 0, guide.slope
+        while refinement <= _REFINEMENTS:
+            lo, up, size = self._epsilon_at(groups, direction, delta, slope, discretization, effort)
             previous_gap = best_upper - best_lower
             best_lower, best_upper = max(best_lower, lo), min(best_upper, up)
             gap = best_upper - best_lower
             target = self._relative_accuracy * best_upper if math.isfinite(best_upper) else 0.0
             if self._discretization is not None or gap <= target or best_upper <= irrelevant_below:
                 break
+            # The Chernoff guide comes from a coarse step that cannot see a spike of tiny losses
+            # (tiny q, large sigma: every loss ~ q): it can overshoot epsilon by orders of
+            # magnitude (sigma=2, q=1e-8, T=2, delta=1e-14: guide 3.2e-3, epsilon ~ 1e-7), and a
+            # grid aimed at it cannot resolve the answer. Where the certified interval shows
+            # the answer far below the aim, the grid is aimed again at what is known.
+            known = best_lower if best_lower > 0.0 else best_upper
+            if reaims < _REAIMS and math.isfinite(known) and known < 0.25 * aim:
+                # Where the grid, not the spread of the loss, set the answer, the error is first
+                # order in the width (the spike is spread over whole cells): width <= allowed.
+                allowed = self._allowed(known, irrelevant_below)
+                aimed = max(min(self._grid(groups, direction, allowed, known), allowed), _MIN_DISCRETIZATION)
+                if aimed < discretization and size * discretization / aimed <= effort:
+                    reaims += 1
+                    aim, discretization = known, aimed
+                    # ... and so is the tilt (the window keeps e^-25 of tilted mass per side, which
+                    # must decay to delta near epsilon): from the Chernoff slope of the new grid's
+                    # own steps, which resolve the spike the coarse ones could not.
+                    fine = self._fine_guide(groups, direction, delta, aimed)
+                    if math.isfinite(fine.value) and fine.slope > 0.0:
+                        slope = fine.slope
+                    continue  # judged as a first grid (no "stopped paying" test)
             if refinement > 0 and gap > 0.7 * previous_gap:  # the grid no longer limits the gap
                 break
             finer = _refine(discretization, gap, target)
             if size * discretization / finer > effort:  # the next grid would not fit the effort cap
                 break
             discretization = finer
+            refinement += 1
         if split and not met():  # both answers are certified: keep their intersection
             lo, up = self._split_epsilon(
                 groups, direction, delta, best_upper if math.isfinite(best_upper) else guide.value, irrelevant_below
             )
             best_lower, best_upper = max(best_lower, lo), min(best_upper, up)
         return best_lower, best_upper
+
+    def _allowed(self, aim: float, irrelevant_below: float) -> float:
+        """The epsilon error a grid aimed at ``aim`` may make: the accuracy target, or, where only the
+        upper bound must get below the other direction's lower bound, half the way there."""
+        allowed = self._relative_accuracy * aim
+        if irrelevant_below > aim:
+            allowed = max(allowed, 0.5 * (irrelevant_below - aim))
+        return allowed
 
     def _epsilon_at(
         self, groups: list[tuple[_Spec, int]], direction: str, delta: float, slope: float, discretization: float,
@@ -1303,7 +1375,7 @@ def _refine(discretization: float, gap: float, target: float) -> float:
     return max(discretization * min(max(shrink, 0.1), 0.7), _MIN_DISCRETIZATION)
 
 
-def _minimise(objective: Any) -> _Guide:
+def _minimise(objective: Any, highest: float = 1e4) -> _Guide:
     """Minimise a quasi-convex function of lambda > 0 over a log grid, then by golden section.
 
     Returns the value (``inf`` if nowhere finite) and the minimiser (0 when the
@@ -1314,6 +1386,14 @@ def _minimise(objective: Any) -> _Guide:
         values = np.asarray(objective(grid), dtype=np.float64)
     values = np.where(np.isfinite(values), values, math.inf)
     best = int(np.argmin(values))
+    if best == grid.size - 1 and highest > grid[-1]:
+        # The minimum lies at or beyond the top slope (every loss tiny): the grid goes on, same spacing.
+        more = grid[-1] * np.sqrt(10.0) ** np.arange(1, 1 + 2 * round(math.log10(highest / grid[-1])))
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            extra = np.asarray(objective(more), dtype=np.float64)
+        grid = np.concatenate([grid, more])
+        values = np.concatenate([values, np.where(np.isfinite(extra), extra, math.inf)])
+        best = int(np.argmin(values))
     if not math.isfinite(values[best]):
         return _Guide(math.inf, 0.0)
     lo = math.log(grid[max(best - 1, 0)])
