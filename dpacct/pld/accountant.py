@@ -94,6 +94,7 @@ _COARSE_CELLS = 4096  # grid points of the coarse discretisation that guides the
 _GUIDE_SLOPE = 1e12  # the largest Chernoff slope tried: ~1/q where every loss is ~q
 _REFINEMENTS = 3  # grid refinements when a query's gap exceeds the target
 _REAIMS = 4  # grids aimed again where the answer proved far below the guide (tiny losses)
+_REAIM_CELLS = 2**20  # ... each with steps of at most this many cells
 _UNIT = 2.220446049250313e-16  # DBL_EPSILON, a generous unit round-off
 _TINIEST = math.ulp(0.0)  # smallest positive double: the upper bound of a delta that underflows
 _TILT_STRENGTH = 0.5  # tilt = strength * lambda*, see PLDAccountant._tilt
@@ -1251,7 +1252,9 @@ class PLDAccountant(Accountant):
                 # order in the width (the spike is spread over whole cells): width <= allowed.
                 allowed = self._allowed(known, irrelevant_below)
                 aimed = max(min(self._grid(groups, direction, allowed, known), allowed), _MIN_DISCRETIZATION)
-                if aimed < discretization and size * discretization / aimed <= effort:
+                # (Kept to steps of at most _REAIM_CELLS cells: finer ones cost seconds to build.)
+                span = max(float(self._coarse(spec, direction).max_abs_loss) for spec, _ in groups)
+                if aimed < discretization and size * discretization / aimed <= effort and span / aimed <= _REAIM_CELLS:
                     reaims += 1
                     aim, discretization = known, aimed
                     # ... and so is the tilt (the window keeps e^-25 of tilted mass per side, which
