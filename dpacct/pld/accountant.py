@@ -729,7 +729,8 @@ class PLDAccountant(Accountant):
         return strength * max(slope, 0.0) if math.isfinite(slope) else 0.0
 
     def _grid(
-        self, groups: list[tuple[_Spec, int]], direction: str, allowed: float, epsilon: float | None = None
+        self, groups: list[tuple[_Spec, int]], direction: str, allowed: float, epsilon: float | None = None,
+        cap: float | None = None,
     ) -> float:
         """The grid width for an epsilon error of about ``allowed`` (see the module notes).
 
@@ -741,7 +742,8 @@ class PLDAccountant(Accountant):
         per unit of variance. ``k`` was measured at 0.04-0.47 on the bench grid and the
         corners of ``bench/pld_regimes.py`` (``bench/pld_grid_model.py``); with 0.45 and
         the gap aimed at 0.85 of the target, the first grid meets the target up to k = 0.53
-        and the refinement in the callers is the fallback.
+        and the refinement in the callers is the fallback. ``cap`` bounds the width before the
+        cell budget's floor.
         """
         if self._discretization is not None:
             return self._discretization
@@ -757,6 +759,8 @@ class PLDAccountant(Accountant):
             if variance > 0.0 and self._near_gaussian(cumulants, variance, epsilon, top):
                 sensitivity = epsilon / (2.0 * variance) + 0.25
                 width = math.sqrt(_GAP_TARGET * allowed / (_GAP_CONSTANT * steps * sensitivity))
+        if cap is not None:
+            width = min(width, cap)
         # No finer than the cell budget of the widest step allows.
         widest = max(
             float(self._coarse(spec, direction).log_upper.size * self._coarse(spec, direction).discretization)
@@ -1063,7 +1067,13 @@ class PLDAccountant(Accountant):
         tilt = self._tilt(guide.slope, guide.value)
         # log delta has slope ~ -(lambda + 1) in epsilon: a relative delta error r is an epsilon error r / (lambda + 1).
         allowed = self._relative_accuracy / (guide.slope + 1.0)
-        discretization = self._grid(groups, direction, allowed, epsilon)
+        # A grid coarser than a quarter of epsilon cannot tell losses below epsilon from those
+        # above (at tiny q every loss is ~q: sigma=1, q=1e-6, T=2, delta(2.8e-5) was [0, 3.6e-7]
+        # with cells of 5e-4 in the add direction; the true value is ~1e-9).
+        # (Only where the composed loss is that narrow too: a wide one resolves small epsilons anyway.)
+        spread = math.sqrt(max(sum(c * self._coarse_cumulants(spec, direction)[0] for spec, c in groups), 0.0))
+        cap = max(epsilon / 4.0, spread / 8.0) if epsilon > 0.0 else None
+        discretization = self._grid(groups, direction, allowed, epsilon, cap=cap)
         best_lower, best_upper = 0.0, 1.0
         split = self._split_applies(groups)
         if split and groups[0][0].sampling_probability <= _SPLIT_FIRST_RATE:
