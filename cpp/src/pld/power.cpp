@@ -35,6 +35,64 @@ std::complex<double> integer_power(std::complex<double> z, double count) {
   return {rr, ri};
 }
 
+// The same in long double (the live frequencies of power_window).
+std::complex<long double> integer_power_ld(std::complex<long double> z, double count) {
+  long double rr = 1.0L, ri = 0.0L, zr = z.real(), zi = z.imag();
+  auto n = static_cast<unsigned long long>(count);
+  while (n > 0) {
+    if (n & 1ULL) {
+      const long double t = rr * zr - ri * zi;
+      ri = rr * zi + ri * zr;
+      rr = t;
+    }
+    n >>= 1;
+    if (n == 0) break;
+    const long double t = zr * zr - zi * zi;
+    zi = 2.0L * zr * zi;
+    zr = t;
+  }
+  return {rr, ri};
+}
+
+// Whether long double carries more digits than double (x87 extended: 64-bit significand).
+constexpr bool kExtended = std::numeric_limits<long double>::digits == 64;
+constexpr long double kUnitLd = std::numeric_limits<long double>::epsilon();  // 2 u' (generous)
+constexpr double kLive = -30.0;  // a frequency with b^T above e^kLive is live (below: T e b^T < 1e-13 T e)
+
+// exp(-2 pi i m / N) for an integer m reduced mod N (N a power of two: the division is exact).
+std::complex<long double> twiddle_ld(unsigned long long m, unsigned long long n) {
+  const long double two_pi = 6.28318530717958647692528676655900577L;
+  const long double angle = two_pi * static_cast<long double>(m % n) / static_cast<long double>(n);
+  return {std::cos(angle), -std::sin(angle)};
+}
+
+// sum_j p_j exp(-2 pi i (low + j) k / N), directly, in long double: the terms' twiddles are
+// products of two direct ones (j = 64 a + b), so each errs by a few u' whatever j.
+std::complex<long double> direct_frequency(const std::vector<double>& p, long low, std::size_t k, std::size_t n) {
+  constexpr std::size_t kBlock = 64;
+  const auto nn = static_cast<unsigned long long>(n);
+  const auto kk = static_cast<unsigned long long>(k);
+  std::complex<long double> small[kBlock];
+  for (std::size_t b = 0; b < kBlock; ++b) small[b] = twiddle_ld(kk * b % nn, nn);
+  long double sr = 0.0L, si = 0.0L;
+  for (std::size_t a = 0; a * kBlock < p.size(); ++a) {
+    const std::complex<long double> big = twiddle_ld(kk * (static_cast<unsigned long long>(a * kBlock) % nn) % nn, nn);
+    const std::size_t end = std::min(p.size(), (a + 1) * kBlock);
+    for (std::size_t j = a * kBlock; j < end; ++j) {
+      const std::complex<long double>& w = small[j - a * kBlock];
+      const long double wr = w.real() * big.real() - w.imag() * big.imag();
+      const long double wi = w.real() * big.imag() + w.imag() * big.real();
+      const long double x = p[j];
+      sr += x * wr;
+      si += x * wi;
+    }
+  }
+  long r = low % static_cast<long>(n);
+  if (r < 0) r += static_cast<long>(n);
+  const std::complex<long double> phase = twiddle_ld(static_cast<unsigned long long>(r) * kk % nn, nn);
+  return {sr * phase.real() - si * phase.imag(), sr * phase.imag() + si * phase.real()};
+}
+
 }  // namespace
 
 Tilted tilt_sequence(const std::vector<double>& log_mass, long low, double slope, double d) {
@@ -165,7 +223,9 @@ void power_window(const std::vector<const Tilted*>& seqs, const std::vector<doub
   std::vector<unsigned char>& dead = ws.dead;
   dead.assign(total.size(), 0);
   std::size_t n_dead = 0;
-  double rho = 0.0;
+  std::vector<double>& rho = ws.rho;  // per frequency: the relative rounding of its powers and products
+  rho.assign(total.size(), 0.0);
+  std::vector<std::size_t>& live = ws.live;
   for (std::size_t g = 0; g < seqs.size(); ++g) {
     std::fill(buffer.begin(), buffer.end(), 0.0);
     const Tilted& t = *seqs[g];
@@ -177,10 +237,43 @@ void power_window(const std::vector<const Tilted*>& seqs, const std::vector<doub
     std::vector<std::complex<double>>& spectrum = ws.spectrum;
     plan.forward(buffer, spectrum);
     const double count = counts[g];
+    // The live frequencies (see power.hpp), recomputed directly where that costs at most one
+    // pass over N per term: their error then no longer grows with log N, nor their powers'
+    // with the double round-off.
+    live.clear();
+    double mass = 0.0;
+    for (const double x : t.p) mass += x;
+    const double e_live = static_cast<double>(
+        (static_cast<long double>(t.p.size()) + 128.0L) * kUnitLd * static_cast<long double>(mass) * 1.01L);
+    if (kExtended && count > 1.0 && e_live < e) {
+      for (std::size_t k = 0; k < total.size() && 8 * live.size() * (t.p.size() + 128) <= size; ++k) {
+        if (!dead[k] && count * std::log(std::abs(spectrum[k]) + e) > kLive) live.push_back(k);
+      }
+      if (8 * live.size() * (t.p.size() + 128) > size) live.clear();
+    }
+    const double rho_live = static_cast<double>(8.0L * kUnitLd * static_cast<long double>(count + std::log2(count + 1.0) + 2.0)) +
+                            8.0 * kU * 3.0;
+    const double rho_group = 8.0 * kU * (count + std::log2(count + 1.0) + 2.0);
+    std::size_t next_live = 0;
     // b below this makes a frequency dead when nothing before it shrank its bound (bound_p = 1).
     const double b_dead = std::exp((kDead - growth) / count);
     for (std::size_t k = 0; k < total.size(); ++k) {
       if (dead[k]) continue;
+      if (next_live < live.size() && live[next_live] == k) {
+        ++next_live;
+        const std::complex<long double> zd = direct_frequency(t.p, t.low, k, size);
+        const std::complex<long double> zt = integer_power_ld(zd, count);
+        const std::complex<double> z{static_cast<double>(zt.real()), static_cast<double>(zt.imag())};
+        const double re = total[k].real() * z.real() - total[k].imag() * z.imag();
+        const double im = total[k].real() * z.imag() + total[k].imag() * z.real();
+        total[k] = {re, im};
+        const double b = static_cast<double>(std::abs(zd)) * (1.0 + 4.0 * kU) + e_live;
+        const double b_t = std::exp(count * std::log(b));
+        bound_s[k] = bound_s[k] * b_t + bound_p[k] * count * e_live * (b_t / b);
+        bound_p[k] *= b_t;
+        rho[k] += rho_live;
+        continue;
+      }
       const double b = std::abs(spectrum[k]) + e;
       const bool gone = bound_p[k] == 1.0 ? b < b_dead
                                           : std::log(bound_p[k]) + count * std::log(b) + growth < kDead;
@@ -199,18 +292,18 @@ void power_window(const std::vector<const Tilted*>& seqs, const std::vector<doub
       // b^(T-1) as b^T / b: two more roundings, covered by the (1 + 1e-10) below.
       bound_s[k] = bound_s[k] * b_t + bound_p[k] * count * e * (b_t / b);
       bound_p[k] *= b_t;
+      // Repeated squaring raises each rounding to the power of the exponent still to come:
+      // the computed power errs by <= (1 + 3u)^(2 count + log2 count) - 1 relative (complex
+      // products within 3u; Higham Lemma 3.5), the products over the groups by 3u each.
+      rho[k] += rho_group;
     }
-    // Repeated squaring raises each rounding to the power of the exponent still to come:
-    // the computed power errs by <= (1 + 3u)^(2 count + log2 count) - 1 relative (complex
-    // products within 3u; Higham Lemma 3.5), the products over the groups by 3u each.
-    rho += 8.0 * kU * (count + std::log2(count + 1.0) + 2.0);
   }
   // Parseval over the full spectrum (k and N - k alike, except 0 and N/2).
   double spec2 = 0.0, err2 = 0.0;
   for (std::size_t k = 0; k < total.size(); ++k) {
     const double w = (k == 0 || k + 1 == total.size()) ? 1.0 : 2.0;
     const double a = std::abs(total[k]);
-    const double d = bound_s[k] * (1.0 + 1e-10) + rho * a;
+    const double d = bound_s[k] * (1.0 + 1e-10) + rho[k] * a;
     spec2 += w * a * a;
     err2 += w * d * d;
   }
