@@ -626,7 +626,7 @@ class PLDAccountant(Accountant):
             if kind == "epsilon":
                 self._guides[key] = _minimise(lambda s: (cumulant(s) - math.log(value)) / s, _GUIDE_SLOPE)
             else:
-                guide = _minimise(lambda s: cumulant(s) - s * value, _GUIDE_SLOPE)
+                guide = _minimise(lambda s: cumulant(s) - s * value, _GUIDE_SLOPE, log_scale=True)
                 self._guides[key] = _Guide(math.exp(min(guide.value, 0.0)), guide.slope)
         return self._guides[key]
 
@@ -1064,6 +1064,12 @@ class PLDAccountant(Accountant):
             if bound <= 0.5 * irrelevant_below or bound <= 1e-3 * other_upper:
                 return 0.0, bound
         guide = self._guide_delta(groups, direction, epsilon)
+        top = sum(c * float(self._coarse_parts(spec, direction)[1].max(initial=-math.inf)) for spec, c in groups)
+        if epsilon >= top:
+            # At or above the largest finite composed loss the finite part's delta is about 0 and
+            # the Chernoff bound falls without end in the slope: the guide's slope (up to 1e12,
+            # see _minimise) says nothing about the grid, which then stays at the old rule's.
+            guide = _Guide(guide.value, min(guide.slope, 1e4))
         tilt = self._tilt(guide.slope, guide.value)
         # log delta has slope ~ -(lambda + 1) in epsilon: a relative delta error r is an epsilon error r / (lambda + 1).
         allowed = self._relative_accuracy / (guide.slope + 1.0)
@@ -1388,7 +1394,7 @@ def _refine(discretization: float, gap: float, target: float) -> float:
     return max(discretization * min(max(shrink, 0.1), 0.7), _MIN_DISCRETIZATION)
 
 
-def _minimise(objective: Any, highest: float = 1e4) -> _Guide:
+def _minimise(objective: Any, highest: float = 1e4, log_scale: bool = False) -> _Guide:
     """Minimise a quasi-convex function of lambda > 0 over a log grid, then by golden section.
 
     Returns the value (``inf`` if nowhere finite) and the minimiser (0 when the
@@ -1399,14 +1405,21 @@ def _minimise(objective: Any, highest: float = 1e4) -> _Guide:
         values = np.asarray(objective(grid), dtype=np.float64)
     values = np.where(np.isfinite(values), values, math.inf)
     best = int(np.argmin(values))
-    if best == grid.size - 1 and highest > grid[-1]:
-        # The minimum lies at or beyond the top slope (every loss tiny): the grid goes on, same spacing.
+    top = float(values[best])
+    if best == grid.size - 1 and highest > grid[-1] and (top > -700.0 if log_scale else top > 0.0):
+        # The minimum lies at or beyond the top slope: the grid goes on, same spacing, and is kept
+        # where it finds a value under half the top one (a log value lower by 1: ``log_scale``)
+        # (every loss tiny, ~q: the minimum lies near 1/q). A bounded loss queried near its
+        # largest value also keeps decreasing there, but only towards that value (epsilon), or
+        # is already negligible there (log delta below -700): those stay at the top slope.
         more = grid[-1] * np.sqrt(10.0) ** np.arange(1, 1 + 2 * round(math.log10(highest / grid[-1])))
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             extra = np.asarray(objective(more), dtype=np.float64)
-        grid = np.concatenate([grid, more])
-        values = np.concatenate([values, np.where(np.isfinite(extra), extra, math.inf)])
-        best = int(np.argmin(values))
+        extra = np.where(np.isfinite(extra), extra, math.inf)
+        if float(extra.min()) < (top - 1.0 if log_scale else 0.5 * top):
+            grid = np.concatenate([grid, more])
+            values = np.concatenate([values, extra])
+            best = int(np.argmin(values))
     if not math.isfinite(values[best]):
         return _Guide(math.inf, 0.0)
     lo = math.log(grid[max(best - 1, 0)])
