@@ -596,27 +596,7 @@ class PLDAccountant(Accountant):
 
         The returned function takes a float or an array of slopes.
         """
-        parts = [(float(count), *self._coarse_parts(spec, direction)) for spec, count in groups]
-
-        def one(slope: float) -> float:
-            total = 0.0
-            for count, log_mass, loss in parts:
-                if log_mass.size == 0:
-                    return -math.inf
-                v = log_mass + slope * loss
-                top = float(v.max())
-                if not math.isfinite(top):
-                    return top
-                total += count * (top + math.log(float(np.exp(v - top).sum())))
-            return total
-
-        def cumulant(slope: Any) -> Any:
-            # One slope at a time: a (slopes x cells) array costs more in memory traffic than the loop.
-            if np.ndim(slope) == 0:
-                return one(float(slope))
-            return np.array([one(float(x)) for x in np.asarray(slope).ravel()])
-
-        return cumulant
+        return _cumulant_of([(float(count), *self._coarse_parts(spec, direction)) for spec, count in groups])
 
     def _guide(self, groups: list[tuple[_Spec, int]], direction: str, kind: str, value: float) -> _Guide:
         """The Chernoff guide for an epsilon (``kind="epsilon"``, at delta ``value``) or a delta query, cached."""
@@ -651,23 +631,8 @@ class PLDAccountant(Accountant):
             loss = (step.upper_low + np.arange(log_mass.size)) * step.discretization
             keep = np.isfinite(log_mass)
             parts.append((float(count), log_mass[keep], loss[keep]))
-
-        def cumulant(slope: float) -> float:
-            total = 0.0
-            for count, log_mass, loss in parts:
-                if log_mass.size == 0:
-                    return -math.inf
-                v = log_mass + slope * loss
-                top = float(v.max())
-                total += count * (top + math.log(float(np.exp(v - top).sum())))
-            return total
-
-        def objective(slope: Any) -> Any:
-            if np.ndim(slope) == 0:
-                return (cumulant(float(slope)) - math.log(delta)) / float(slope)
-            return np.array([(cumulant(float(x)) - math.log(delta)) / float(x) for x in np.asarray(slope).ravel()])
-
-        return _minimise(objective, _GUIDE_SLOPE)
+        cumulant = _cumulant_of(parts)
+        return _minimise(lambda s: (cumulant(s) - math.log(delta)) / s, _GUIDE_SLOPE)
 
     def _chernoff_upper(self, groups: list[tuple[_Spec, int]], direction: str, epsilon: float) -> float:
         """A certified upper bound on delta(epsilon) from the coarse steps.
@@ -1334,6 +1299,33 @@ _SPLIT_FIRST_HITS = 2.0  # ... and only with fewer expected hits than this (more
 _SPLIT_RARE = 3.0  # expected number of rare steps the cut aims at
 _FALLBACK_SIZE = 2**20  # the largest whole grid tried after the split composition has answered
 _LAST_TRY_SIZE = 2**20  # the split composition's last pass at a width of the allowed error
+
+
+def _cumulant_of(parts: list[tuple[float, NDArray[np.float64], NDArray[np.float64]]]) -> Any:
+    """``K(lambda) = sum count log sum_j e^{log_mass_j + lambda loss_j}`` over ``(count, log_mass, loss)`` parts.
+
+    The returned function takes a float or an array of slopes.
+    """
+
+    def one(slope: float) -> float:
+        total = 0.0
+        for count, log_mass, loss in parts:
+            if log_mass.size == 0:
+                return -math.inf
+            v = log_mass + slope * loss
+            top = float(v.max())
+            if not math.isfinite(top):
+                return top
+            total += count * (top + math.log(float(np.exp(v - top).sum())))
+        return total
+
+    def cumulant(slope: Any) -> Any:
+        # One slope at a time: a (slopes x cells) array costs more in memory traffic than the loop.
+        if np.ndim(slope) == 0:
+            return one(float(slope))
+        return np.array([one(float(x)) for x in np.asarray(slope).ravel()])
+
+    return cumulant
 
 
 def _split_step(
