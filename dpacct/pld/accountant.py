@@ -1394,6 +1394,9 @@ def _refine(discretization: float, gap: float, target: float) -> float:
 def _minimise(objective: Any, highest: float = 1e4, log_scale: bool = False) -> _Guide:
     """Minimise a quasi-convex function of lambda > 0 over a log grid, then by golden section.
 
+    The grid spans [1e-3, 1e4], and goes on up to ``highest`` where the minimum sits at its
+    top and the extension finds a clearly smaller value (``log_scale``: the objective is a
+    log, compared by differences instead of ratios).
     Returns the value (``inf`` if nowhere finite) and the minimiser (0 when the
     objective is not finite anywhere: no tilt).
     """
