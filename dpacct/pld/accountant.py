@@ -1041,9 +1041,11 @@ class PLDAccountant(Accountant):
         # A grid coarser than a quarter of epsilon cannot tell losses below epsilon from those
         # above (at tiny q every loss is ~q: sigma=1, q=1e-6, T=2, delta(2.8e-5) was [0, 3.6e-7]
         # with cells of 5e-4 in the add direction; the true value is ~1e-9).
-        # (Only where the composed loss is that narrow too: a wide one resolves small epsilons anyway.)
+        # (Only where the composed loss is that narrow too: a wide one resolves small epsilons anyway.
+        # At epsilon = 0, the total variation distance, the spread alone sets it: sigma=2.28,
+        # q=6e-6, T=14, delta(0) went from 7.4 % to 0.31 % wide.)
         spread = math.sqrt(max(sum(c * self._coarse_cumulants(spec, direction)[0] for spec, c in groups), 0.0))
-        cap = max(epsilon / 4.0, spread / 8.0) if epsilon > 0.0 else None
+        cap = max(epsilon / 4.0, spread / 8.0) if epsilon > 0.0 or spread > 0.0 else None
         discretization = self._grid(groups, direction, allowed, epsilon, cap=cap)
         best_lower, best_upper = 0.0, 1.0
         split = self._split_applies(groups)
