@@ -1,11 +1,14 @@
 """Random epsilon queries over issue 10's whole range: how often the PLD engine misses 1 % or 2 s.
 
-Usage: python bench/pld_sweep.py [--queries N] [--seed S] [--min-rate Q] [--max-rate Q]
+Usage: python bench/pld_sweep.py [--queries N] [--seed S] [--min-rate Q] [--max-rate Q] [--delta]
 
 Draws sigma log-uniform in [0.3, 10], q log-uniform in [min-rate, max-rate] (default 1e-8 .. 1),
 T log-uniform in [1, 1e8] and delta log-uniform in [1e-15, 0.1], answers epsilon(delta) cold
 (``dpacct.pld.clear_cache()`` before each query) and prints every query that misses the
 issue's targets (certified width <= 1 % of epsilon, <= 2 CPU seconds), then a summary.
+With ``--delta`` each query is instead a delta query at the upper bound of the same draw's
+epsilon interval (the "matching epsilon" of issue 10 item 2), judged by its relative width
+(delta_upper - delta_lower) / delta_upper and its own CPU seconds.
 Two soundness checks run on every query, against code the interval does not use:
 the lower bound may not exceed RDP's epsilon (an upper bound, Mironov 2017, arXiv:1702.07476),
 and the certified lower bound on delta at the upper epsilon may not exceed delta.
@@ -33,11 +36,15 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=10)
     parser.add_argument("--min-rate", type=float, default=1e-8)
     parser.add_argument("--max-rate", type=float, default=1.0)
+    parser.add_argument("--delta", action="store_true", help="time delta queries at the upper epsilon instead")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     wide, slow, unsound, cpu_all, widths = 0, 0, 0, [], []
     print(f"dpacct {dpacct.__version__}, seed {args.seed}, q in [{args.min_rate:g}, {args.max_rate:g}]")
-    print("| sigma | q | T | delta | lower | upper | width | CPU s | misses |")
+    if args.delta:
+        print("| sigma | q | T | query | delta lower | delta upper | width | CPU s | misses |")
+    else:
+        print("| sigma | q | T | delta | lower | upper | width | CPU s | misses |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for _ in range(args.queries):
         sigma = log_uniform(rng, 0.3, 10.0)
@@ -50,6 +57,31 @@ def main() -> None:
         lower, upper = (float(x) for x in acct.epsilon_bounds(delta))
         cpu = time.process_time() - start
         rdp = float(RDPAccountant().step(noise_multiplier=sigma, sampling_probability=q, count=steps).get_epsilon(delta))
+        if args.delta:
+            if not math.isfinite(upper):
+                continue
+            clear_cache()
+            fresh = PLDAccountant().step(noise_multiplier=sigma, sampling_probability=q, count=steps)
+            start = time.process_time()
+            d_lower, d_upper = (float(x) for x in fresh.delta_bounds(upper))
+            cpu = time.process_time() - start
+            width = (d_upper - d_lower) / d_upper if d_upper > 0.0 else 0.0
+            misses = []
+            if d_lower > delta * (1.0 + 1e-6):
+                misses.append("UNSOUND: delta lower bound at the upper epsilon > delta")
+            if width > 0.01:
+                misses.append("width > 1 %")
+            if cpu > 2.0:
+                misses.append("CPU > 2 s")
+            unsound += any(m.startswith("UNSOUND") for m in misses)
+            wide += width > 0.01
+            slow += cpu > 2.0
+            cpu_all.append(cpu)
+            widths.append(width)
+            if misses:
+                print(f"| {sigma:.3g} | {q:.3g} | {steps} | eps={upper:.6g} | {d_lower:.6g} | {d_upper:.6g} | "
+                      f"{100 * width:.2f} % | {cpu:.2f} | {', '.join(misses)} |", flush=True)
+            continue
         delta_lower = float(acct.delta_bounds(upper).lower) if math.isfinite(upper) else 0.0
         width = (upper - lower) / upper if upper > 0.0 else 0.0
         misses = []
