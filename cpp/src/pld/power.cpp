@@ -54,8 +54,15 @@ std::complex<long double> integer_power_ld(std::complex<long double> z, double c
   return {rr, ri};
 }
 
-// Whether long double carries more digits than double (x87 extended: 64-bit significand).
+// Whether long double carries more digits than double (x87 extended: 64-bit significand), and
+// whether the FPU actually rounds to them (a control word set to 53 bits would make the
+// error bounds below wrong): checked once at run time.
 constexpr bool kExtended = std::numeric_limits<long double>::digits == 64;
+bool extended_rounding() {
+  volatile long double one = 1.0L;
+  volatile long double tiny = 1.0L / 1152921504606846976.0L;  // 2^-60: lost at 53 bits, kept at 64
+  return one + tiny != one;
+}
 constexpr long double kUnitLd = std::numeric_limits<long double>::epsilon();  // 2 u' (generous)
 constexpr double kLive = -30.0;  // a frequency with b^T above e^kLive is live (below: T e b^T < 1e-13 T e)
 
@@ -237,15 +244,16 @@ void power_window(const std::vector<const Tilted*>& seqs, const std::vector<doub
     std::vector<std::complex<double>>& spectrum = ws.spectrum;
     plan.forward(buffer, spectrum);
     const double count = counts[g];
-    // The live frequencies (see power.hpp), recomputed directly where that costs at most one
-    // pass over N per term: their error then no longer grows with log N, nor their powers'
-    // with the double round-off.
+    // The live frequencies (see power.hpp), recomputed directly where that costs at most N/8
+    // terms in all: their error then no longer grows with log N, nor their powers' with the
+    // double round-off.
     live.clear();
     double mass = 0.0;
     for (const double x : t.p) mass += x;
     const double e_live = static_cast<double>(
         (static_cast<long double>(t.p.size()) + 128.0L) * kUnitLd * static_cast<long double>(mass) * 1.01L);
-    if (kExtended && count > 1.0 && e_live < e) {
+    static const bool extended = kExtended && extended_rounding();
+    if (extended && count > 1.0 && e_live < e) {
       for (std::size_t k = 0; k < total.size() && 8 * live.size() * (t.p.size() + 128) <= size; ++k) {
         if (!dead[k] && count * std::log(std::abs(spectrum[k]) + e) > kLive) live.push_back(k);
       }

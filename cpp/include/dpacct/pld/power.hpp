@@ -72,11 +72,13 @@ struct Workspace {
 // LIVE FREQUENCIES. Where T is large only the few frequencies with b^T > e^-30 carry the
 // error, and there both T e and rho ~ 8 u T grow with T (T = 1e8: 7e-6 and 2e-7 per
 // frequency at N = 2^22). When those frequencies times the sequence's length are at most
-// N / 8 (the extended-precision sums cost about 8 times a transform's work per term), they are recomputed as direct sums in extended precision (x87 long double, unit
-// round-off u' = 2^-64; skipped where long double has no more digits than double), with
-// twiddles exp(-2 pi i m / N) from cosl/sinl of an integer m: each errs by at most
-// (n + 128) u' times the sequence's mass (n terms), and their powers (repeated squaring in
-// long double) by 8 u' (T + log2 T + 2) plus 8 u for the return to double.
+// N / 8 (the extended-precision sums cost several times a transform's work per term), they
+// are recomputed as direct sums in extended precision (x87 long double, unit round-off
+// u' = 2^-64; skipped where long double has no more digits than double, or the FPU does not
+// round to them), with twiddles exp(-2 pi i m / N) from cosl/sinl of an integer m: each
+// errs by at most (n + 128) 2u' times the sequence's mass (n terms), and their powers
+// (repeated squaring in long double) by 16 u' (T + log2 T + 2) plus 24 u for the return to
+// double and the product over the groups.
 void power_window(const std::vector<const Tilted*>& seqs, const std::vector<double>& counts,
                   const fft::RealPlan& plan, long start, std::size_t single_size, Workspace& ws,
                   std::vector<double>& out, double* error);
