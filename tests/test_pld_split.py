@@ -151,3 +151,42 @@ def test_one_expected_hit_at_a_moderate_rate_uses_the_split_composition() -> Non
     acct = dpacct.PLDAccountant().step(noise_multiplier=1.21, sampling_probability=6.45e-4, count=23)
     lower, upper = acct.epsilon_bounds(1.62e-13)
     assert 0.1600 <= lower <= upper <= 0.1888 and upper - lower <= 0.005 * upper
+
+
+def test_bulk_split_power_agrees_with_the_split_composition() -> None:
+    """The FFT power's bulk split (``pld/power.hpp``) against the split composition, an independent algorithm.
+
+    At tiny q and large T a step is a spike of no-hit losses beside ~q of mass in a long tail of
+    rare ones; only a few dozen frequencies survive the power, and they are recomputed directly
+    over the spike and through a transform of the tail alone. Both answers are certified: they
+    must overlap, and the whole grid must now be narrow (it was stuck near 20 % wide at
+    sigma=0.946 by the transform's round-off, T e per live frequency).
+    """
+    sigma, q, steps, epsilon = 0.946, 3.77e-6, 838_565, 0.0172166  # delta ~ 3.4e-7
+    acct = dpacct.PLDAccountant().step(noise_multiplier=sigma, sampling_probability=q, count=steps)
+    groups = acct._groups()
+    for direction in ("remove", "add"):
+        guide = acct._guide_delta(groups, direction, epsilon)
+        # (Tails cut at 1e-4 delta / T per step, as an epsilon query at delta ~ 3e-7 does: charged.)
+        whole = acct._composed(groups, direction, 1.6e-7, 90.0, acct._query_tail(groups, 3e-7))
+        assert whole.bulk_split and whole.direct_frequencies > 0
+        lo, up = (float(x[0]) for x in whole.delta_bounds(np.array([epsilon])))
+        split_lo, split_up = acct._split_delta(groups, direction, epsilon, guide.value, 1e-5)
+        assert lo <= split_up and split_lo <= up
+        assert up - lo <= 0.01 * up
+
+
+def test_overflowing_weights_give_an_uninformative_not_a_wrong_bound() -> None:
+    """A strong tilt over a long middle of M overflowed its weights (0 * inf = NaN), and the upper bound
+    fell to the charged tail alone: delta(0.015) <= 8e-20 at sigma=1.06, q=3.05e-7, T=3.8e7, where the
+    whole grid certifies epsilon(3.97e-15) >= 0.01498, i.e. delta(0.01498) >= 3.97e-15 (reached through
+    relative_accuracy ~ 1e-4). The bound is now 1 there: uninformative, never below the truth.
+    """
+    acct = dpacct.PLDAccountant(relative_accuracy=1.0789e-4).step(
+        noise_multiplier=1.06, sampling_probability=3.05e-7, count=37_938_380
+    )
+    acct._coarse_tail = -60.0
+    composed = acct._split_composed(acct._groups(), "remove", 0.0227, 3.92e-15, refine=True, allowed=1.3945e-6)
+    lower, upper = composed.delta_bounds(np.array([0.0, 0.01498]))
+    assert upper[1] >= 3.97e-15 and upper[0] >= upper[1]
+    assert lower[0] <= upper[0] and lower[1] <= upper[1]

@@ -431,6 +431,50 @@ class _Guide(NamedTuple):
     slope: float
 
 
+class _DeltaMet(Exception):
+    """Raised by a :class:`_DeltaProbe` whose interval met its target: ends the epsilon search feeding it."""
+
+
+class _DeltaProbe:
+    """Certified delta bounds at one epsilon, read off every composition an epsilon search builds.
+
+    A delta query at ``epsilon`` is served by the grids, tilts and tail cuts that an epsilon
+    query at ``delta ~ delta(epsilon)`` chooses (re-aimed grids, the split composition, smaller
+    tilts where the window misses): each composition is certified for every query, so its
+    delta bounds at ``epsilon`` are kept (intersected) and the search stops once they meet
+    the target.
+    """
+
+    def __init__(self, epsilon: float, accuracy: float, lower: float, upper: float, irrelevant_below: float) -> None:
+        self.epsilon = epsilon
+        self.accuracy = accuracy
+        self.lower = lower
+        self.upper = upper
+        self.irrelevant_below = irrelevant_below
+        self.best: Any = None
+
+    def met(self) -> bool:
+        return self.upper - self.lower <= self.accuracy * self.upper or self.upper <= self.irrelevant_below
+
+    def __call__(self, composed: Any) -> None:
+        lo, up = composed.delta_bounds(np.array([self.epsilon]))
+        if float(up[0]) < self.upper:
+            self.best = composed
+        self.lower, self.upper = max(self.lower, float(lo[0])), min(self.upper, float(up[0]))
+        if self.met():
+            raise _DeltaMet
+
+    def slope(self) -> float | None:
+        """The local slope lambda of -log delta - epsilon on the composition with the best upper bound."""
+        if self.best is None or not 0.0 < self.upper < 1.0:
+            return None
+        step = max(4.0 * float(getattr(self.best, "discretization", 0.0)), 0.01 * self.epsilon)
+        further = float(self.best.delta_bounds(np.array([self.epsilon + step]))[1][0])
+        if not 0.0 < further < self.upper:
+            return None
+        return max((math.log(self.upper) - math.log(further)) / step - 1.0, 0.0)
+
+
 class PLDAccountant(Accountant):
     """Privacy loss distribution accountant with certified upper and lower bounds.
 
@@ -508,6 +552,7 @@ class PLDAccountant(Accountant):
         self._composed_cache: dict[tuple[Hashable, ...], Any] = {}
         self._guides: dict[tuple[str, str, float], _Guide] = {}
         self._coarse_tail = _LOG_TAIL  # the tail of the coarse steps (an epsilon query cuts more)
+        self._probe: _DeltaProbe | None = None  # set while an epsilon search serves a delta query
 
     def supports(self, mechanism: Mechanism) -> bool:
         """Every mechanism with a PLD discretisation (see the class notes) is supported."""
@@ -924,6 +969,8 @@ class PLDAccountant(Accountant):
             except ValueError:
                 break
             refined += located
+            if self._probe is not None:
+                self._probe(composed)
             lo, up, _ = composed.epsilon_bounds(delta)
             previous = best_upper
             best_lower, best_upper = max(best_lower, lo), min(best_upper, up)
@@ -957,6 +1004,8 @@ class PLDAccountant(Accountant):
             )
         except ValueError:
             return lower, upper
+        if self._probe is not None:
+            self._probe(composed)
         lo, up, _ = composed.epsilon_bounds(delta)
         return max(lower, lo), min(upper, up)
 
@@ -1054,6 +1103,23 @@ class PLDAccountant(Accountant):
             split = False
             if best_upper - best_lower <= self._relative_accuracy * best_upper or best_upper <= irrelevant_below:
                 return best_lower, best_upper
+        if self._discretization is None and epsilon > 0.0:
+            composed = self._composed(groups, direction, discretization, tilt)  # (cached for the loop below)
+            lo, up = (float(x[0]) for x in composed.delta_bounds(np.array([epsilon])))
+            best_lower, best_upper = max(best_lower, lo), min(best_upper, up)
+            if best_upper - best_lower <= self._relative_accuracy * best_upper or best_upper <= irrelevant_below:
+                return best_lower, best_upper
+            slope = guide.slope
+            if 0.0 < best_upper < 1.0:
+                step = max(4.0 * discretization, 1e-3 * max(epsilon, 1.0))
+                further = float(composed.delta_bounds(np.array([epsilon + step]))[1][0])
+                if 0.0 < further < best_upper:
+                    slope = max((math.log(best_upper) - math.log(further)) / step - 1.0, 0.0)
+            best_lower, best_upper, met = self._delta_by_epsilon_search(
+                groups, direction, epsilon, best_lower, best_upper, slope, irrelevant_below
+            )
+            if met:
+                return best_lower, best_upper
         retilted = 0  # 1 once the first grid has reset the tilt (that grid does not count as a refinement)
         for refinement in range(_REFINEMENTS + 2):
             if refinement == _REFINEMENTS + 1 and not retilted:
@@ -1101,6 +1167,48 @@ class PLDAccountant(Accountant):
             lo, up = self._split_delta(groups, direction, epsilon, best_upper, allowed)  # certified too: intersect
             best_lower, best_upper = max(best_lower, lo), min(best_upper, up)
         return best_lower, best_upper
+
+    def _delta_by_epsilon_search(
+        self, groups: list[tuple[_Spec, int]], direction: str, epsilon: float, lower: float, upper: float,
+        slope: float, irrelevant_below: float,
+    ) -> tuple[float, float, bool]:
+        """Delta bounds at ``epsilon`` from the compositions of an epsilon search at delta ~ delta(epsilon).
+
+        log delta falls with slope ``lambda + 1`` in epsilon, so a relative delta accuracy ``r``
+        is an epsilon accuracy ``r / ((lambda + 1) epsilon)``: the search runs at that accuracy
+        (kept within [2e-5, 0.05]) for the delta inside ``[lower, upper]``, and a
+        :class:`_DeltaProbe` keeps the delta bounds of every composition it builds. At most two
+        rounds, the second aimed at the first one's interval. Returns (lower, upper, met).
+        """
+        probe = _DeltaProbe(epsilon, self._relative_accuracy, lower, upper, irrelevant_below)
+        accuracy = self._relative_accuracy
+        aimed, aimed_slope = math.inf, slope
+        for round_ in range(2):
+            if not 0.0 < probe.upper < 1.0:
+                break
+            estimate = math.sqrt(probe.lower * probe.upper) if probe.lower > 0.0 else 0.1 * probe.upper
+            if round_ > 0:
+                # Again only where the first round's own best grid shows a clearly different
+                # delta or slope (the first grid's slope can be far off at tiny q).
+                measured = probe.slope()
+                slope = measured if measured is not None else slope
+                if not (estimate < 0.5 * aimed or slope > 2.0 * aimed_slope or slope < 0.5 * aimed_slope):
+                    break
+            aimed, aimed_slope = estimate, slope
+            self._relative_accuracy = min(max(accuracy / ((slope + 1.0) * epsilon), 2e-5), 0.05)
+            self._probe = probe
+            self._coarse_tail = max(10.0 * math.floor(self._query_tail(groups, estimate) / 10.0), _LOG_TAIL)
+            try:
+                self._epsilon_one_direction(groups, direction, estimate)
+            except _DeltaMet:
+                pass
+            finally:
+                self._relative_accuracy = accuracy
+                self._probe = None
+                self._coarse_tail = _LOG_TAIL
+            if probe.met():
+                break
+        return probe.lower, probe.upper, probe.met()
 
     def get_delta(self, epsilon: ArrayLike) -> float | NDArray[np.float64]:
         """A certified upper bound on delta(epsilon); see :meth:`delta_bounds`."""
@@ -1285,6 +1393,8 @@ class PLDAccountant(Accountant):
         for _attempt in range(6):
             tilt = self._tilt(slope, delta)
             composed = self._composed(groups, direction, discretization, tilt, self._query_tail(groups, delta), max_size)
+            if self._probe is not None:
+                self._probe(composed)
             lo, up, below_window = composed.epsilon_bounds(delta)
             best_lower, best_upper, size = max(best_lower, lo), min(best_upper, up), max(size, composed.size)
             if (not below_window and math.isfinite(up)) or tilt == 0.0:

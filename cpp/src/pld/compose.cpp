@@ -186,15 +186,15 @@ ComposedPld::ComposedPld(const std::vector<std::pair<const StepPmf*, double>>& g
   if (!pu.empty()) {
     window_start_ = static_cast<long>(std::floor(low_u / d + (log_tail_u_ == kNegInf ? 0.5 : 0.0)));
     std::vector<double>& c = cp;  // reused for the P-labels below
-    power_window(pu, counts, plan, window_start_, single_ ? size_ : 0, ws, c, &entry_error_u_);
+    power_window(pu, counts, plan, window_start_, single_ ? size_ : 0, ws, c, &entry_error_u_, &stats_);
     s1_ = suffix_sums(c, tilt, d);
     s2_ = suffix_sums(c, tilt + 1.0, d);
   }
   if (!pp.empty()) {
     cells_start_ = static_cast<long>(std::floor(low_c / d + (log_tail_c_ == kNegInf ? 0.5 : 0.0)));
-    power_window(pp, counts, plan, cells_start_, single_ ? size_ : 0, ws, cp, &entry_error_p_);
+    power_window(pp, counts, plan, cells_start_, single_ ? size_ : 0, ws, cp, &entry_error_p_, &stats_);
     sp_ = suffix_sums(cp, tilt, d);
-    power_window(pq, counts, plan, cells_start_, single_ ? size_ : 0, ws, cq, &entry_error_q_);
+    power_window(pq, counts, plan, cells_start_, single_ ? size_ : 0, ws, cq, &entry_error_q_, &stats_);
     sq_ = suffix_sums(cq, tilt + 1.0, d);
     // The entries that stand well above round-off and aliasing, around the mode of P.
     const double floor_p = 4.0 * (entry_error_p_ + 2.0 * std::exp(log_tail_c_));

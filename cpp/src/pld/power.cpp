@@ -73,31 +73,62 @@ std::complex<long double> twiddle_ld(unsigned long long m, unsigned long long n)
   return {std::cos(angle), -std::sin(angle)};
 }
 
-// sum_j p_j exp(-2 pi i (low + j) k / N), directly, in long double: the terms' twiddles are
-// products of two direct ones (j = 64 a + b), so each errs by a few u' whatever j.
-std::complex<long double> direct_frequency(const std::vector<double>& p, long low, std::size_t k, std::size_t n) {
+// sum_j p_j exp(-2 pi i (low + j) k / N) over the `len` entries at p, directly, in long
+// double: the terms' twiddles are products of two direct ones (j = 64 a + b), so each errs by
+// a few u' whatever j; the sum is taken per block of 64 terms, then over the blocks, so its
+// rounding grows as 64 + len / 64, not as len (see kDirectTerms).
+std::complex<long double> direct_frequency(const double* p, std::size_t len, long low, std::size_t k, std::size_t n) {
   constexpr std::size_t kBlock = 64;
   const auto nn = static_cast<unsigned long long>(n);
   const auto kk = static_cast<unsigned long long>(k);
   std::complex<long double> small[kBlock];
   for (std::size_t b = 0; b < kBlock; ++b) small[b] = twiddle_ld(kk * b % nn, nn);
   long double sr = 0.0L, si = 0.0L;
-  for (std::size_t a = 0; a * kBlock < p.size(); ++a) {
+  for (std::size_t a = 0; a * kBlock < len; ++a) {
     const std::complex<long double> big = twiddle_ld(kk * (static_cast<unsigned long long>(a * kBlock) % nn) % nn, nn);
-    const std::size_t end = std::min(p.size(), (a + 1) * kBlock);
+    const std::size_t end = std::min(len, (a + 1) * kBlock);
+    long double br = 0.0L, bi = 0.0L;
     for (std::size_t j = a * kBlock; j < end; ++j) {
       const std::complex<long double>& w = small[j - a * kBlock];
       const long double wr = w.real() * big.real() - w.imag() * big.imag();
       const long double wi = w.real() * big.imag() + w.imag() * big.real();
       const long double x = p[j];
-      sr += x * wr;
-      si += x * wi;
+      br += x * wr;
+      bi += x * wi;
     }
+    sr += br;
+    si += bi;
   }
   long r = low % static_cast<long>(n);
   if (r < 0) r += static_cast<long>(n);
   const std::complex<long double> phase = twiddle_ld(static_cast<unsigned long long>(r) * kk % nn, nn);
   return {sr * phase.real() - si * phase.imag(), sr * phase.imag() + si * phase.real()};
+}
+
+// The error of direct_frequency over `len` terms of total mass m is at most
+// 2 u' (len / 64 + kDirectTerms) m: the blocked sums (63 + len / 64 roundings per term), the
+// twiddle products and the phase (a few u' each), with room to spare.
+constexpr double kDirectTerms = 192.0;
+double direct_error(std::size_t len, double mass) {
+  return static_cast<double>(2.0L * kUnitLd * (static_cast<long double>(len / 64 + 1) + kDirectTerms) *
+                             static_cast<long double>(mass) * 1.01L);
+}
+
+// The window of at most `width` consecutive entries of p with the largest sum (its first index).
+std::size_t heaviest_window(const std::vector<double>& p, std::size_t width) {
+  if (width >= p.size()) return 0;
+  double sum = 0.0;
+  for (std::size_t j = 0; j < width; ++j) sum += p[j];
+  double best = sum;
+  std::size_t at = 0;
+  for (std::size_t j = width; j < p.size(); ++j) {
+    sum += p[j] - p[j - width];
+    if (sum > best) {
+      best = sum;
+      at = j - width + 1;
+    }
+  }
+  return at;
 }
 
 }  // namespace
@@ -194,7 +225,8 @@ void full_support(const std::vector<const Tilted*>& seqs, const std::vector<doub
 
 
 void power_window(const std::vector<const Tilted*>& seqs, const std::vector<double>& counts, const fft::RealPlan& plan,
-             long start, std::size_t single_size, Workspace& ws, std::vector<double>& out, double* error) {
+             long start, std::size_t single_size, Workspace& ws, std::vector<double>& out, double* error,
+             PowerStats* stats) {
   // Exact but for underflow: a tilted entry (or a suffix-sum term) below the double range
   // is lost, at most denorm_min each; under a strong tilt the scale e^{log_shift - tilt K D}
   // can make even that matter, so it is charged like round-off.
@@ -246,18 +278,53 @@ void power_window(const std::vector<const Tilted*>& seqs, const std::vector<doub
     const double count = counts[g];
     // The live frequencies (see power.hpp), recomputed directly where that costs at most N/8
     // terms in all: their error then no longer grows with log N, nor their powers' with the
-    // double round-off.
+    // double round-off. Where the sequence is longer than that budget allows, only its heaviest
+    // window (the bulk) is summed directly and the rest comes from a transform of the rest
+    // alone, whose error scales with the rest's mass (a spike of no-hit losses and a long
+    // tail of rare ones: the rest holds ~q of the mass).
     live.clear();
-    double mass = 0.0;
-    for (const double x : t.p) mass += x;
-    const double e_live = static_cast<double>(
-        (static_cast<long double>(t.p.size()) + 128.0L) * kUnitLd * static_cast<long double>(mass) * 1.01L);
+    std::size_t bulk_lo = 0, bulk_len = t.p.size();
+    bool partial = false;
+    double e_live = e;
     static const bool extended = kExtended && extended_rounding();
-    if (extended && count > 1.0 && e_live < e) {
-      for (std::size_t k = 0; k < total.size() && 8 * live.size() * (t.p.size() + 128) <= size; ++k) {
+    if (extended && count > 1.0) {
+      const std::size_t most = size / (8 * (static_cast<std::size_t>(kDirectTerms) + 128));
+      for (std::size_t k = 0; k < total.size() && live.size() <= most; ++k) {
         if (!dead[k] && count * std::log(std::abs(spectrum[k]) + e) > kLive) live.push_back(k);
       }
-      if (8 * live.size() * (t.p.size() + 128) > size) live.clear();
+      const std::size_t budget = live.empty() || live.size() > most ? 0 : size / (8 * live.size());
+      if (budget > 128) bulk_len = std::min(t.p.size(), budget - 128);
+      if (budget > 128 && bulk_len >= std::min<std::size_t>(t.p.size(), 64)) {
+        partial = bulk_len < t.p.size();
+        bulk_lo = heaviest_window(t.p, bulk_len);
+        // Masses of the bulk and the rest, summed apart (non-negative terms: relative error <= n u).
+        double bulk_mass = 0.0, rest_mass = 0.0;
+        for (std::size_t j = 0; j < t.p.size(); ++j) (j >= bulk_lo && j < bulk_lo + bulk_len ? bulk_mass : rest_mass) += t.p[j];
+        const double sum_error = 1.0 + 2.0 * kU * static_cast<double>(t.p.size() + 2);
+        // (The sum of the two parts rounds once more in long double: 2 u' of the mass.)
+        e_live = direct_error(bulk_len, bulk_mass * sum_error) + e * rest_mass * sum_error +
+                 static_cast<double>(2.0L * kUnitLd) * (bulk_mass + rest_mass) * sum_error;
+      }
+      if (!(e_live < 0.5 * e)) {
+        live.clear();
+        partial = false;
+        e_live = e;
+      }
+    }
+    if (stats != nullptr) {
+      stats->direct += live.size();
+      stats->bulk_split = stats->bulk_split || partial;
+    }
+    std::vector<std::complex<double>>& rest = ws.rest;
+    if (partial) {  // the rest's own transform
+      std::fill(buffer.begin(), buffer.end(), 0.0);
+      for (std::size_t j = 0; j < t.p.size(); ++j) {
+        if (j >= bulk_lo && j < bulk_lo + bulk_len) continue;
+        long index = (t.low + static_cast<long>(j)) % n_mod;
+        if (index < 0) index += n_mod;
+        buffer[static_cast<std::size_t>(index)] += t.p[j];
+      }
+      plan.forward(buffer, rest);
     }
     const double rho_live = static_cast<double>(8.0L * kUnitLd * static_cast<long double>(count + std::log2(count + 1.0) + 2.0)) +
                             8.0 * kU * 3.0;
@@ -269,7 +336,9 @@ void power_window(const std::vector<const Tilted*>& seqs, const std::vector<doub
       if (dead[k]) continue;
       if (next_live < live.size() && live[next_live] == k) {
         ++next_live;
-        const std::complex<long double> zd = direct_frequency(t.p, t.low, k, size);
+        std::complex<long double> zd =
+            direct_frequency(t.p.data() + bulk_lo, bulk_len, t.low + static_cast<long>(bulk_lo), k, size);
+        if (partial) zd += std::complex<long double>(rest[k].real(), rest[k].imag());
         const std::complex<long double> zt = integer_power_ld(zd, count);
         const std::complex<double> z{static_cast<double>(zt.real()), static_cast<double>(zt.imag())};
         const double re = total[k].real() * z.real() - total[k].imag() * z.imag();

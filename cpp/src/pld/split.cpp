@@ -544,6 +544,10 @@ double SplitComposedPld::upper_bound(double epsilon_in) const {
   double value = 0.0;
   if (i_a >= 0) value += edge_upper(eps, i_a);
   const Middle mid = middle_sum(m.c, m.tilt, m_start_, dc, i_a, i_b, [&](double k) { return g_upper(eps - k); });
+  // The weights e^{-tilt (k - k_ref)} overflow where tilt times the span of the middle exceeds
+  // ~709 (then 0 * inf = NaN): no finite bound is known there, and 1 is the certified answer.
+  // (sigma=1.06, q=3e-7, T=3.8e7 at tilt 1461 had returned 8e-20, the charged tail alone.)
+  if (!(std::isfinite(mid.sum) && std::isfinite(mid.norm))) return 1.0;
   const double middle = mid.sum * (1.0 + 4.0 * kU * static_cast<double>(n + 8)) + m.err * mid.norm;
   if (middle > 0.0) value += std::exp(m.log_scale + mid.tilt_ref + std::log(middle));
   if (i_b < n) {
@@ -560,6 +564,7 @@ double SplitComposedPld::upper_bound(double epsilon_in) const {
                       0.0);
   }
   value *= std::exp(rel_);
+  if (std::isnan(value)) return 1.0;  // (inf - inf in the suffix part: nothing is known)
   return std::max(std::min(value + tail_u_ + inf_upper_, 1.0), std::numeric_limits<double>::denorm_min());
 }
 
@@ -574,7 +579,9 @@ double SplitComposedPld::threshold_value(double epsilon, double z) const {
   double p_value = 0.0, q_value = 0.0;
   if (mp_.log_total > kNegInf) {
     const Middle mid = middle_sum(mp_.c, mp_.tilt, m_start_, dc, i_a, i_b, [&](double k) { return g_p(z - k); });
-    const double part = mid.sum * (1.0 - rel) - mp_.err * mid.norm;
+    // (Weights that overflowed, NaN or inf: this part is dropped, which only lowers P.)
+    const bool finite = std::isfinite(mid.sum) && std::isfinite(mid.norm);
+    const double part = finite ? mid.sum * (1.0 - rel) - mp_.err * mid.norm : 0.0;
     double total = part > 0.0 ? std::exp(mp_.log_scale + mid.tilt_ref + std::log(part)) : 0.0;
     if (i_b < n) {
       const auto b = static_cast<std::size_t>(std::max(i_b, 0L));
@@ -585,12 +592,15 @@ double SplitComposedPld::threshold_value(double epsilon, double z) const {
     p_value = total * std::exp(-rel_);
   }
   p_value += inf_lower_;
-  if (!(p_value > 0.0)) return 0.0;
+  if (!(p_value > 0.0) || std::isinf(p_value)) return 0.0;  // (an overflowed scale proves nothing)
   // Q side (high): M's exact total times Q_G(g_high) above; explicit; a suffix below.
   if (mq_.log_total > kNegInf) {
     double total = 0.0;
     if (i_a >= 0) total += g_q(g_high_) * std::exp(mq_.log_total);
     const Middle mid = middle_sum(mq_.c, mq_.tilt, m_start_, dc, i_a, i_b, [&](double k) { return g_q(z - k); });
+    // Q is taken high: a middle whose weights overflowed (NaN or inf) leaves no test here.
+    // (P's side may only drop mass: a non-finite P middle counts as 0 above.)
+    if (!(std::isfinite(mid.sum) && std::isfinite(mid.norm))) return 0.0;
     const double middle = mid.sum * (1.0 + rel) + mq_.err * mid.norm;
     if (middle > 0.0) total += std::exp(mq_.log_scale + mid.tilt_ref + std::log(middle));
     if (i_b < n) {
@@ -602,6 +612,7 @@ double SplitComposedPld::threshold_value(double epsilon, double z) const {
     q_value = total * std::exp(rel_);
   }
   q_value += tail_q_;
+  if (std::isnan(q_value)) return 0.0;
   const double log_p = std::log(p_value), log_q = epsilon + std::log(q_value);
   if (!(q_value > 0.0)) return p_value * (1.0 - 8.0 * kU);
   // P (1 - e^x), x = log_q - log_p: x errs by a few ulps of the magnitudes in it, and

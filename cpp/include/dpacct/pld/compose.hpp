@@ -44,6 +44,7 @@
 #include <utility>
 #include <vector>
 
+#include "dpacct/pld/power.hpp"
 #include "dpacct/pld/step.hpp"
 
 namespace dpacct::pld {
@@ -110,6 +111,10 @@ class ComposedPld {
   double window_high() const;  // largest loss represented
   std::size_t size() const { return size_; }
   std::size_t memory_bytes() const;  // the working memory this composition held at its peak
+  // Diagnostics of the FFT power (power.hpp): frequencies recomputed in extended precision,
+  // and whether only a bulk of some step was (the rest through its own transform).
+  std::size_t direct_frequencies() const { return stats_.direct; }
+  bool bulk_split() const { return stats_.bulk_split; }
 
  private:
   double upper_bound(double epsilon) const;
@@ -146,6 +151,7 @@ class ComposedPld {
   double tail_above_ = 0.0;       // 1 - prod (1 - infinity_upper)^count, rounded up
   double any_infinity_lower_ = 0.0;  // 1 - prod (1 - infinity_lower)^count, rounded down
   double log_tail_u_ = 0.0, log_tail_c_ = 0.0;  // log tilted mass allowed outside each window
+  PowerStats stats_;
 };
 
 }  // namespace dpacct::pld

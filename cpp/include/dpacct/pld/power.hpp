@@ -46,7 +46,7 @@ void full_support(const std::vector<const Tilted*>& seqs, const std::vector<doub
 // about as much as a transform).
 struct Workspace {
   std::vector<double> buffer, circular, bound_s, bound_p, rho;
-  std::vector<std::complex<double>> spectrum, total;
+  std::vector<std::complex<double>> spectrum, total, rest;
   std::vector<unsigned char> dead;
   std::vector<std::size_t> live;
 };
@@ -79,8 +79,19 @@ struct Workspace {
 // errs by at most (n + 128) 2u' times the sequence's mass (n terms), and their powers
 // (repeated squaring in long double) by 16 u' (T + log2 T + 2) plus 24 u for the return to
 // double and the product over the groups.
+//
+// BULK AND REST. Where a sequence is longer than N / (8 live) - 128 entries (one step's long
+// tail of rare losses beside a spike of common ones, at tiny q), its heaviest window of that
+// many entries is summed directly and the rest enters through its own transform, whose error
+// is e times the rest's mass: the error of a live frequency is then
+// 2 u' (len / 64 + 192) m_bulk + e m_rest instead of e (direct sums taken per block of 64).
+// `stats`, when given, counts the frequencies recomputed directly and whether a bulk split was used.
+struct PowerStats {
+  std::size_t direct = 0;  // live frequencies recomputed directly, over all groups
+  bool bulk_split = false; // some group's direct sums covered only its bulk
+};
 void power_window(const std::vector<const Tilted*>& seqs, const std::vector<double>& counts,
                   const fft::RealPlan& plan, long start, std::size_t single_size, Workspace& ws,
-                  std::vector<double>& out, double* error);
+                  std::vector<double>& out, double* error, PowerStats* stats = nullptr);
 
 }  // namespace dpacct::pld
