@@ -1115,11 +1115,16 @@ class PLDAccountant(Accountant):
                 further = float(composed.delta_bounds(np.array([epsilon + step]))[1][0])
                 if 0.0 < further < best_upper:
                     slope = max((math.log(best_upper) - math.log(further)) / step - 1.0, 0.0)
-            best_lower, best_upper, met = self._delta_by_epsilon_search(
+            searched = self._delta_by_epsilon_search(
                 groups, direction, epsilon, best_lower, best_upper, slope, irrelevant_below
             )
-            if met:
-                return best_lower, best_upper
+            if searched[2]:
+                return searched[0], searched[1]
+            # The grids below keep their own stopping tests (judged on their own gaps, not on the
+            # search's): both answers are certified and are intersected at the end.
+            best_lower, best_upper = 0.0, 1.0
+        else:
+            searched = (0.0, 1.0, False)
         retilted = 0  # 1 once the first grid has reset the tilt (that grid does not count as a refinement)
         for refinement in range(_REFINEMENTS + 2):
             if refinement == _REFINEMENTS + 1 and not retilted:
@@ -1132,7 +1137,7 @@ class PLDAccountant(Accountant):
             if self._discretization is not None or gap <= self._relative_accuracy * best_upper:
                 break
             if best_upper <= irrelevant_below:
-                return best_lower, best_upper
+                return max(best_lower, searched[0]), min(best_upper, searched[1])
             if refinement == 0 and 0.0 < best_upper < 1.0:
                 # The Chernoff guide can be orders of magnitude off (tiny q); the first grid measures
                 # the local slope of log delta, which sets the tilt and the grid instead.
@@ -1166,7 +1171,7 @@ class PLDAccountant(Accountant):
         if split and best_upper - best_lower > self._relative_accuracy * best_upper and best_upper > irrelevant_below:
             lo, up = self._split_delta(groups, direction, epsilon, best_upper, allowed)  # certified too: intersect
             best_lower, best_upper = max(best_lower, lo), min(best_upper, up)
-        return best_lower, best_upper
+        return max(best_lower, searched[0]), min(best_upper, searched[1])
 
     def _delta_by_epsilon_search(
         self, groups: list[tuple[_Spec, int]], direction: str, epsilon: float, lower: float, upper: float,
@@ -1187,6 +1192,8 @@ class PLDAccountant(Accountant):
             if not 0.0 < probe.upper < 1.0:
                 break
             estimate = math.sqrt(probe.lower * probe.upper) if probe.lower > 0.0 else 0.1 * probe.upper
+            if not estimate >= 1e-300:  # (a delta at the bottom of the double range: nothing to aim at)
+                break
             if round_ > 0:
                 # Again only where the first round's own best grid shows a clearly different
                 # delta or slope (the first grid's slope can be far off at tiny q).
