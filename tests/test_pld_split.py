@@ -190,3 +190,20 @@ def test_overflowing_weights_give_an_uninformative_not_a_wrong_bound() -> None:
     lower, upper = composed.delta_bounds(np.array([0.0, 0.01498]))
     assert upper[1] >= 3.97e-15 and upper[0] >= upper[1]
     assert lower[0] <= upper[0] and lower[1] <= upper[1]
+
+
+def test_delta_query_at_a_tiny_rate_uses_the_epsilon_search() -> None:
+    """sigma=1.28, q=9.2e-7, T=157: the delta query's own grids left it 44 % wide (their tilt put the FFT
+    window at losses 3.7-3.8, epsilon ~ 1.5e-5); served by the epsilon search's grids it is within 1 %.
+
+    Cross-checked against the epsilon query, certified by its own grids: delta(eps_upper(d)) <= d, so the
+    delta query's lower bound there is <= d, and delta(eps_lower(d)) >= d, so its upper bound there is >= d.
+    """
+    delta = 4.38e-7
+    acct = dpacct.PLDAccountant().step(noise_multiplier=1.28, sampling_probability=9.2e-7, count=157)
+    eps_lower, eps_upper = (float(x) for x in acct.epsilon_bounds(delta))
+    fresh = dpacct.PLDAccountant().step(noise_multiplier=1.28, sampling_probability=9.2e-7, count=157)
+    lower, upper = (float(x) for x in fresh.delta_bounds(eps_upper))
+    assert lower <= delta * (1 + 1e-9)
+    assert upper - lower <= 0.01 * upper
+    assert float(fresh.delta_bounds(eps_lower).upper) >= delta * (1 - 1e-9)

@@ -95,6 +95,15 @@ _GUIDE_SLOPE = 1e12  # the largest Chernoff slope tried: ~1/q where every loss i
 _REFINEMENTS = 3  # grid refinements when a query's gap exceeds the target
 _REAIMS = 4  # grids aimed again where the answer proved far below the guide (tiny losses)
 _REAIM_CELLS = 2**20  # ... each with steps of at most this many cells
+# Delta queries run an epsilon search (PLDAccountant._delta_by_epsilon_search) only for deltas of at
+# least this: far below issue 10's range (1e-15) its grids only cost (sigma=1.4, q=1e-3, T=859,
+# delta(5.08) ~ 1e-37..1e-62: 42 s for no gain).
+_SEARCH_FLOOR = 1e-25
+# ... and a search within this many times the accuracy target is the answer: the whole-support grids
+# that could follow (tails at e^-80) narrowed no row of the delta sweep's 150 by more than a few
+# tenths of a percent, at up to 30 s each (sigma=1.04, q=1.1e-8, T=2.5e5: 9.6 % either way, 0.8 s
+# -> 34 s); they stay for wider answers (the epsilon-delta black box at a kink: 2.5x delta -> 1 %).
+_SEARCH_CLOSE = 50.0
 _UNIT = 2.220446049250313e-16  # DBL_EPSILON, a generous unit round-off
 _TINIEST = math.ulp(0.0)  # smallest positive double: the upper bound of a delta that underflows
 _TILT_STRENGTH = 0.5  # tilt = strength * lambda*, see PLDAccountant._tilt
@@ -431,6 +440,17 @@ class _Guide(NamedTuple):
     slope: float
 
 
+def _measured_slope(composed: Any, epsilon: float, upper: float, step: float) -> float | None:
+    """lambda, where log delta falls as -(lambda + 1) epsilon: from ``composed``'s upper bounds at
+    epsilon (``upper``) and ``epsilon + step``; None where that difference says nothing."""
+    if not 0.0 < upper < 1.0:
+        return None
+    further = float(composed.delta_bounds(np.array([epsilon + step]))[1][0])
+    if not 0.0 < further < upper:
+        return None
+    return max((math.log(upper) - math.log(further)) / step - 1.0, 0.0)
+
+
 class _DeltaMet(Exception):
     """Raised by a :class:`_DeltaProbe` whose interval met its target: ends the epsilon search feeding it."""
 
@@ -466,13 +486,10 @@ class _DeltaProbe:
 
     def slope(self) -> float | None:
         """The local slope lambda of -log delta - epsilon on the composition with the best upper bound."""
-        if self.best is None or not 0.0 < self.upper < 1.0:
+        if self.best is None:
             return None
         step = max(4.0 * float(getattr(self.best, "discretization", 0.0)), 0.01 * self.epsilon)
-        further = float(self.best.delta_bounds(np.array([self.epsilon + step]))[1][0])
-        if not 0.0 < further < self.upper:
-            return None
-        return max((math.log(self.upper) - math.log(further)) / step - 1.0, 0.0)
+        return _measured_slope(self.best, self.epsilon, self.upper, step)
 
 
 class PLDAccountant(Accountant):
@@ -1103,33 +1120,40 @@ class PLDAccountant(Accountant):
             split = False
             if best_upper - best_lower <= self._relative_accuracy * best_upper or best_upper <= irrelevant_below:
                 return best_lower, best_upper
+        effort: int | None = None  # the loop's largest FFT (None: max_size)
         if self._discretization is None and epsilon > 0.0:
             composed = self._composed(groups, direction, discretization, tilt)  # (cached for the loop below)
             lo, up = (float(x[0]) for x in composed.delta_bounds(np.array([epsilon])))
             best_lower, best_upper = max(best_lower, lo), min(best_upper, up)
             if best_upper - best_lower <= self._relative_accuracy * best_upper or best_upper <= irrelevant_below:
                 return best_lower, best_upper
-            slope = guide.slope
-            if 0.0 < best_upper < 1.0:
-                step = max(4.0 * discretization, 1e-3 * max(epsilon, 1.0))
-                further = float(composed.delta_bounds(np.array([epsilon + step]))[1][0])
-                if 0.0 < further < best_upper:
-                    slope = max((math.log(best_upper) - math.log(further)) / step - 1.0, 0.0)
+            step = max(4.0 * discretization, 1e-3 * max(epsilon, 1.0))
+            measured = _measured_slope(composed, epsilon, best_upper, step)
+            slope = guide.slope if measured is None else measured
             searched = self._delta_by_epsilon_search(
                 groups, direction, epsilon, best_lower, best_upper, slope, irrelevant_below
             )
             if searched[2]:
                 return searched[0], searched[1]
+            if searched[1] - searched[0] <= _SEARCH_CLOSE * self._relative_accuracy * searched[1]:
+                # (sigma=0.5, q=1e-7, T=1e7, delta(0.008): [1.092e-6, 1.119e-6] from the search, then
+                # 21 s of refinements that did not narrow it.)
+                return searched[0], searched[1]
             # The grids below keep their own stopping tests (judged on their own gaps, not on the
-            # search's): both answers are certified and are intersected at the end.
+            # search's): both answers are certified and are intersected at the end. They only try to
+            # narrow a certified answer, so, as after the split composition in an epsilon query,
+            # within _FALLBACK_SIZE points (coarsened beyond, still certified): unbounded, they took
+            # 34 s at sigma=1.04, q=1.1e-8, T=2.5e5 for 10 % (the epsilon-delta black box at a kink,
+            # 2.5x delta after the search, needs only small grids).
             best_lower, best_upper = 0.0, 1.0
+            effort = _FALLBACK_SIZE
         else:
             searched = (0.0, 1.0, False)
         retilted = 0  # 1 once the first grid has reset the tilt (that grid does not count as a refinement)
         for refinement in range(_REFINEMENTS + 2):
             if refinement == _REFINEMENTS + 1 and not retilted:
                 break
-            composed = self._composed(groups, direction, discretization, tilt)
+            composed = self._composed(groups, direction, discretization, tilt, max_size=effort)
             lo, up = composed.delta_bounds(np.array([epsilon]))
             previous_gap = best_upper - best_lower
             best_lower, best_upper = max(best_lower, float(lo[0])), min(best_upper, float(up[0]))
@@ -1142,11 +1166,11 @@ class PLDAccountant(Accountant):
                 # The Chernoff guide can be orders of magnitude off (tiny q); the first grid measures
                 # the local slope of log delta, which sets the tilt and the grid instead.
                 step = max(4.0 * discretization, 1e-3 * max(epsilon, 1.0))
-                further = float(composed.delta_bounds(np.array([epsilon + step]))[1][0])
-                if 0.0 < further < best_upper:
+                local = _measured_slope(composed, epsilon, best_upper, step)
+                if local is not None:
                     # An upper bound still floored by round-off looks flatter than delta is: never
                     # below the guide's slope; the strength follows the measured delta.
-                    slope = max((math.log(best_upper) - math.log(further)) / step - 1.0, guide.slope, 0.0)
+                    slope = max(local, guide.slope)
                     measured = min(self._tilt(slope, best_upper), 4.0 * max(tilt, 0.25))
                     if measured > 1.25 * tilt:
                         retilted = 1
@@ -1163,7 +1187,8 @@ class PLDAccountant(Accountant):
         for boost in (4.0, 16.0):
             if best_upper - best_lower <= self._relative_accuracy * best_upper or best_upper <= irrelevant_below:
                 break
-            composed = self._composed(groups, direction, discretization, max(tilt * boost, boost / 4.0))
+            boosted = max(tilt * boost, boost / 4.0)
+            composed = self._composed(groups, direction, discretization, boosted, max_size=effort)
             lo, up = composed.delta_bounds(np.array([epsilon]))
             if float(lo[0]) <= best_lower and float(up[0]) >= best_upper:
                 break  # more tilt did not help (the tilted tails outgrew the window): a stronger one will not either
@@ -1192,7 +1217,7 @@ class PLDAccountant(Accountant):
             if not 0.0 < probe.upper < 1.0:
                 break
             estimate = math.sqrt(probe.lower * probe.upper) if probe.lower > 0.0 else 0.1 * probe.upper
-            if not estimate >= 1e-300:  # (a delta at the bottom of the double range: nothing to aim at)
+            if not estimate >= _SEARCH_FLOOR:
                 break
             if round_ > 0:
                 # Again only where the first round's own best grid shows a clearly different
@@ -1373,7 +1398,9 @@ class PLDAccountant(Accountant):
                 break
             discretization = finer
             refinement += 1
-        if split and not met():  # both answers are certified: keep their intersection
+        # (Not inside a delta query's search: there it runs at accuracies ~1e-4 and took 24-38 s per
+        # direction at sigma=1.06, q=3e-7, T=3.8e7 without narrowing the answer.)
+        if split and not met() and self._probe is None:  # both answers are certified: keep their intersection
             lo, up = self._split_epsilon(
                 groups, direction, delta, best_upper if math.isfinite(best_upper) else guide.value, irrelevant_below
             )

@@ -105,9 +105,10 @@ std::complex<long double> direct_frequency(const double* p, std::size_t len, lon
   return {sr * phase.real() - si * phase.imag(), sr * phase.imag() + si * phase.real()};
 }
 
-// The error of direct_frequency over `len` terms of total mass m is at most
-// 2 u' (len / 64 + kDirectTerms) m: the blocked sums (63 + len / 64 roundings per term), the
-// twiddle products and the phase (a few u' each), with room to spare.
+// The error of direct_frequency over `len` terms of total mass m is taken as
+// 4 u' (len / 64 + 1 + kDirectTerms) m (kUnitLd = 2 u'), and 1 % more: the blocked sums
+// (63 + len / 64 roundings per term), the twiddle products and the phase (a few u' each),
+// with room to spare.
 constexpr double kDirectTerms = 192.0;
 double direct_error(std::size_t len, double mass) {
   return static_cast<double>(2.0L * kUnitLd * (static_cast<long double>(len / 64 + 1) + kDirectTerms) *

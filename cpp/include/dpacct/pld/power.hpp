@@ -84,7 +84,7 @@ struct Workspace {
 // tail of rare losses beside a spike of common ones, at tiny q), its heaviest window of that
 // many entries is summed directly and the rest enters through its own transform, whose error
 // is e times the rest's mass: the error of a live frequency is then
-// 2 u' (len / 64 + 192) m_bulk + e m_rest instead of e (direct sums taken per block of 64).
+// 4 u' (len / 64 + 193) m_bulk (1.01) + e m_rest instead of e (direct sums taken per block of 64).
 // `stats`, when given, counts the frequencies recomputed directly and whether a bulk split was used.
 struct PowerStats {
   std::size_t direct = 0;  // live frequencies recomputed directly, over all groups
