@@ -127,8 +127,8 @@ SplitStep discretize_split(const MonotonePair& pair, double d, long ratio, long 
     const double grid = rare ? dc : d;
     const double x_next = edge_x(c + 1);
     const Edge p_next = pair.edge_p(x_next), q_next = pair.edge_q(x_next);
-    const Mass pm = log_interval(p_prev, p_next);
-    const Mass qm = log_interval(q_prev, q_next);
+    Mass pm{}, qm{};
+    cell_mass_intervals(pair, x_prev, x_next, p_prev, p_next, q_prev, q_next, &pm, &qm);
     if (pm.lo > kNegInf && qm.hi > kNegInf) {
       const double ratio_loss = 0.5 * (pm.lo + pm.hi - qm.lo - qm.hi) / grid;
       const long first = part.label_low, last = part.label_low + static_cast<long>(part.log_p.size()) - 1;

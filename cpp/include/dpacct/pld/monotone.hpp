@@ -49,6 +49,11 @@ class MonotonePair {
   // Absolute error bound of the computed loss at the computed edge of a
   // cell, beyond 64 u (1 + |loss|) (the default for closed-form inverses).
   virtual double extra_loss_error() const { return 0.0; }
+  // Certified log-mass intervals of P and Q on (xa, xb] that keep their relative
+  // accuracy in narrow cells (see normal_cell_mass in step.hpp), where the pair has
+  // them; false where it does not (the discretisation then uses the CDF differences
+  // alone, and otherwise the intersection of both).
+  virtual bool cell_masses(double /*xa*/, double /*xb*/, Mass* /*p*/, Mass* /*q*/) const { return false; }
 };
 
 class GaussianPair final : public MonotonePair {
@@ -62,6 +67,7 @@ class GaussianPair final : public MonotonePair {
   double loss_sup() const override;
   double clamp_low(double log_tail) const override;
   double clamp_high(double log_tail) const override;
+  bool cell_masses(double xa, double xb, Mass* p, Mass* q) const override;
 
  private:
   double sigma_;
@@ -96,6 +102,7 @@ class MixtureGaussianPair final : public MonotonePair {
   double clamp_low(double log_tail) const override;
   double clamp_high(double log_tail) const override;
   double extra_loss_error() const override;
+  bool cell_masses(double xa, double xb, Mass* p, Mass* q) const override;
 
  private:
   double sigma_;
@@ -115,6 +122,7 @@ class Subsampled final : public MonotonePair {
   double clamp_low(double log_tail) const override { return base_->clamp_low(log_tail); }
   double clamp_high(double log_tail) const override { return base_->clamp_high(log_tail); }
   double extra_loss_error() const override { return base_->extra_loss_error(); }
+  bool cell_masses(double xa, double xb, Mass* p, Mass* q) const override;
 
  private:
   double lift(double base_loss) const;  // log(1 - q + q e^l)
@@ -134,6 +142,10 @@ class Swapped final : public MonotonePair {
   double clamp_low(double log_tail) const override { return -base_->clamp_high(log_tail); }
   double clamp_high(double log_tail) const override { return -base_->clamp_low(log_tail); }
   double extra_loss_error() const override { return base_->extra_loss_error(); }
+  // The cell (ya, yb] is [-yb, -ya) of the base pair (no atoms), with P and Q exchanged.
+  bool cell_masses(double ya, double yb, Mass* p, Mass* q) const override {
+    return base_->cell_masses(-yb, -ya, q, p);
+  }
 
  private:
   std::shared_ptr<const MonotonePair> base_;
@@ -146,5 +158,10 @@ class Swapped final : public MonotonePair {
 // lowest grid point kept. Throws std::invalid_argument if one step would need
 // more than `max_cells` cells (the message says to increase discretization).
 StepPmf discretize(const MonotonePair& pair, double discretization, double log_tail, std::size_t max_cells);
+
+// The P- and Q-mass intervals of the cell (xa, xb] from the CDF differences at its
+// edges, narrowed by the pair's cell_masses where those lost relative accuracy.
+void cell_mass_intervals(const MonotonePair& pair, double xa, double xb, const Edge& pa, const Edge& pb,
+                         const Edge& qa, const Edge& qb, Mass* pm, Mass* qm);
 
 }  // namespace dpacct::pld
