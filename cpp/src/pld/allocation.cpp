@@ -252,6 +252,7 @@ Composed compose_laws(const std::vector<std::pair<const std::vector<double>*, lo
                       long start, std::size_t size, const fft::RealPlan* plan, Workspace& ws) {
   std::vector<Tilted> seqs;
   std::vector<double> counts;
+  double absolute = 0.0;  // the entries below e^-50 of their sequence err absolutely (tilt_sequence)
   Composed out;
   out.start = start;
   out.slope = slope;
@@ -264,6 +265,7 @@ Composed compose_laws(const std::vector<std::pair<const std::vector<double>*, lo
     // of count such entries: relative (1 + r)^count - 1, bounded as count r (1 + count r).
     const double r = seqs.back().max_rounding + 4.0 * kU;
     out.rounding += static_cast<double>(count) * r * (1.0 + static_cast<double>(count) * r);
+    absolute += static_cast<double>(count) * seqs.back().absolute_rounding;
   }
   // exp(log_scale - slope K): its argument errs by a few ulps of its magnitude.
   out.rounding += 8.0 * kU * (std::fabs(out.log_scale) + std::fabs(slope) * static_cast<double>(start + static_cast<long>(size)) + 2.0);
@@ -272,6 +274,8 @@ Composed compose_laws(const std::vector<std::pair<const std::vector<double>*, lo
   const bool single = counts.size() == 1 && counts[0] == 1.0;
   static const fft::RealPlan trivial(2);
   power_window(ptrs, counts, single ? trivial : *plan, start, single ? size : 0, ws, out.entries, &out.error);
+  // Composed with sequences of total mass ~1, their errors add up in the 1-norm of the entries.
+  out.error += absolute * (1.0 + out.rounding) * (1.0 + 1e-6);
   return out;
 }
 

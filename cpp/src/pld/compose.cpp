@@ -18,7 +18,6 @@ namespace dpacct::pld {
 namespace {
 
 constexpr double kU = kUnit;
-constexpr double kLogWindowTail = -25.0;  // tilted mass outside the FFT window: e^-25 ~ 1e-11 per side
 
 // Whether to compose the whole support (nothing wraps around, no tail is
 // charged) rather than the Chernoff window: when it is shorter, or not much
@@ -29,17 +28,53 @@ bool prefer_full(double full_span, double window_span) {
 
 // sqrt(sum_{j >= 0, j < n} e^{-2 slope j D}): with the 2-norm round-off bound e2 of
 // the composed entries, Cauchy-Schwarz bounds the error of a suffix sum by e2 times this.
+// (The finite sum (1 - r^n) / (1 - r), r = e^{-2 slope D}: where slope D is tiny, as at
+// epsilon = 0, the infinite sum 1 / (1 - r) is far above n. At sigma=8.39, q=2.5e-8, T=25
+// it was 2.2e6 against n = 2048, and the charged round-off alone made delta(0) [0, 9.4e-8].)
 double weight_norm(double slope, double d, std::size_t n) {
-  if (slope > 0.0) return std::sqrt(1.0 / -std::expm1(-2.0 * slope * d));
-  return std::sqrt(static_cast<double>(n));
+  const double count = static_cast<double>(n);
+  if (!(slope > 0.0)) return std::sqrt(count);
+  const double sum = std::expm1(-2.0 * slope * d * count) / std::expm1(-2.0 * slope * d);
+  return std::sqrt(std::min(std::isfinite(sum) ? sum : count, count) * (1.0 + 8.0 * kU));
 }
 
-// suffix[i] = sum_{j >= i} c_j e^{-slope (j - i) D}.
+// suffix[i] = sum_{j >= i} c_j e^{-slope (j - i) D} (all c_j >= 0), in two levels: within
+// blocks of B ~ sqrt(n) entries by the recursion s_i = c_i + r s_{i+1}, and over the blocks
+// by the same recursion with ratio R = e^{-slope B D}, each block's suffix then completed as
+// s_i = t_i + r^(end - i) S. Sums of non-negative terms keep the largest relative error of
+// their parts: a block's t_i errs by <= 3 u B (its B sums and products, and r^k with r from
+// exp to an ulp), r^(end - i) by 2 u B, S by 3 u B + 3 u n / B (n / B levels, R from exp), so a
+// suffix sum is within 6 u (B + n / B + 4) of exact, relative. (One recursion over all n
+// entries gives 16 u n: at n = 2^16, 2.3e-10 of a suffix sum near 1/2, which delta(0) at
+// sigma=8.39, q=2.5e-8, T=25, itself 6e-9, lost 2 % to.)
+std::size_t suffix_block(std::size_t n) {
+  return std::max<std::size_t>(1, static_cast<std::size_t>(std::sqrt(static_cast<double>(n))));
+}
+
+double suffix_relative_error(std::size_t n) {
+  const double b = static_cast<double>(suffix_block(n));
+  return 6.0 * kU * (b + static_cast<double>(n) / b + 4.0);
+}
+
 std::vector<double> suffix_sums(const std::vector<double>& c, double slope, double d) {
-  std::vector<double> s(c.size() + 1, 0.0);
+  const std::size_t n = c.size();
+  std::vector<double> s(n, 0.0);
+  const std::size_t block = suffix_block(n);
   const double r = std::exp(-slope * d);
-  for (std::size_t i = c.size(); i-- > 0;) s[i] = c[i] + r * s[i + 1];
-  s.pop_back();
+  const double ratio = std::exp(-slope * d * static_cast<double>(block));  // R = r^B, from exp
+  double after = 0.0;  // the suffix sum at the start of the next block
+  for (std::size_t lo = ((n + block - 1) / block) * block; lo > 0;) {
+    lo -= block;
+    const std::size_t hi = std::min(n, lo + block);
+    double local = 0.0, w = 1.0;  // t_i and r^(hi - i)
+    for (std::size_t i = hi; i-- > lo;) {
+      local = c[i] + r * local;
+      w *= r;
+      s[i] = local + w * after;
+    }
+    // s_lo = t_lo + R after (a block followed by another is full: hi - lo = B).
+    after = local + ratio * after;
+  }
   return s;
 }
 
@@ -64,15 +99,37 @@ double climb(F value, long start, long n) {
   return local;
 }
 
+// The i among about 4096 evenly spaced ones in [from, to] with the largest value(i): a third
+// start for climb(), where the tests between the other two are flat (0) over far more than its
+// 64-entry stride. (At sigma=0.635, q=2.8e-6, T=3.4e5 the crossing lay at the end of the
+// reliable entries, the certifying tests 15000 entries of zeros away on a grid of 5.5e-6.)
+template <class F>
+long scan(F value, long from, long to) {
+  if (to < from) std::swap(from, to);
+  const long stride = std::max(1L, (to - from) / 4096);
+  long at = from;
+  double best = value(from);
+  for (long i = from + stride; i <= to; i += stride) {
+    const double v = value(i);
+    if (v > best) {
+      best = v;
+      at = i;
+    }
+  }
+  return at;
+}
+
 }  // namespace
 
 ComposedPld::ComposedPld(const std::vector<std::pair<const StepPmf*, double>>& groups, double tilt,
-                         std::size_t max_size)
-    : tilt_(tilt), log_tail_u_(kLogWindowTail), log_tail_c_(kLogWindowTail) {
+                         std::size_t max_size, double log_window_tail, bool thorough)
+    : tilt_(tilt), log_tail_u_(log_window_tail), log_tail_c_(log_window_tail) {
   require_nonnegative_finite("tilt", tilt);
+  if (!(log_window_tail <= -25.0 && log_window_tail >= -700.0)) fail("log_window_tail", "in [-700, -25]", log_window_tail);
   std::vector<Tilted> upper, cells_p, cells_q;
   std::vector<double> counts;
   double log_no_infinity = 0.0, log_no_infinity_upper = 0.0;
+  double absolute_u = 0.0, absolute_p = 0.0, absolute_q = 0.0;  // see Tilted::absolute_rounding
   upper.reserve(groups.size());
   cells_p.reserve(groups.size());
   cells_q.reserve(groups.size());
@@ -106,6 +163,9 @@ ComposedPld::ComposedPld(const std::vector<std::pair<const StepPmf*, double>>& g
     log_shift_q_ += count * cells_q.back().log_norm;
     log_rounding_ += count * std::max({upper.back().max_rounding, cells_p.back().max_rounding,
                                        cells_q.back().max_rounding});
+    absolute_u += count * upper.back().absolute_rounding;
+    absolute_p += count * cells_p.back().absolute_rounding;
+    absolute_q += count * cells_q.back().absolute_rounding;
   }
   if (counts.empty()) {  // nothing composed: the loss is 0 with probability 1
     size_ = 1;
@@ -143,7 +203,7 @@ ComposedPld::ComposedPld(const std::vector<std::pair<const StepPmf*, double>>& g
   if (!pu.empty()) {
     double full_low = 0.0, full_high = 0.0;
     full_support(pu, counts, &full_low, &full_high);
-    if (!single_ && !chernoff_window(pu, counts, d, kLogWindowTail, &low_u, &high_u)) low_u = kInf;  // no finite window
+    if (!single_ && !chernoff_window(pu, counts, d, log_window_tail, &low_u, &high_u)) low_u = kInf;  // no finite window
     if (single_ || !(low_u < kInf) || prefer_full(full_high - full_low, (high_u - low_u) / d)) {
       low_u = full_low * d;
       high_u = full_high * d;
@@ -154,8 +214,8 @@ ComposedPld::ComposedPld(const std::vector<std::pair<const StepPmf*, double>>& g
   if (!pp.empty()) {
     double full_low = 0.0, full_high = 0.0;
     full_support(pp, counts, &full_low, &full_high);
-    if (!single_ && !(chernoff_window(pp, counts, d, kLogWindowTail, &low_c, &high_c) &&
-                      chernoff_window(pq, counts, d, kLogWindowTail, &low_c, &high_c))) {
+    if (!single_ && !(chernoff_window(pp, counts, d, log_window_tail, &low_c, &high_c) &&
+                      chernoff_window(pq, counts, d, log_window_tail, &low_c, &high_c))) {
       low_c = kInf;
     }
     if (single_ || !(low_c < kInf) || prefer_full(full_high - full_low, (high_c - low_c) / d)) {
@@ -176,25 +236,33 @@ ComposedPld::ComposedPld(const std::vector<std::pair<const StepPmf*, double>>& g
                                 " at discretization " + format_value(d) + "; increase discretization");
   }
   size_ = size;
+  suffix_error_ = suffix_relative_error(size_);
   const std::size_t plan_size = single_ ? 2 : size_;
   std::unique_ptr<fft::RealPlan> own_plan;
   const fft::RealPlan* cached = fft::cached_real_plan(plan_size);
   if (cached == nullptr) own_plan = std::make_unique<fft::RealPlan>(plan_size);
   const fft::RealPlan& plan = cached != nullptr ? *cached : *own_plan;
   Workspace ws;
+  ws.thorough = thorough;
   std::vector<double> cp, cq;
   if (!pu.empty()) {
     window_start_ = static_cast<long>(std::floor(low_u / d + (log_tail_u_ == kNegInf ? 0.5 : 0.0)));
     std::vector<double>& c = cp;  // reused for the P-labels below
     power_window(pu, counts, plan, window_start_, single_ ? size_ : 0, ws, c, &entry_error_u_, &stats_);
+    // The steps' small entries err by absolute amounts: composed with sequences of total mass
+    // ~1, their sum bounds the 1-norm (so the 2-norm) of the composed entries' error.
+    const double spread = std::exp(log_rounding_) * (1.0 + 1e-6);
+    entry_error_u_ += absolute_u * spread;
     s1_ = suffix_sums(c, tilt, d);
     s2_ = suffix_sums(c, tilt + 1.0, d);
   }
   if (!pp.empty()) {
     cells_start_ = static_cast<long>(std::floor(low_c / d + (log_tail_c_ == kNegInf ? 0.5 : 0.0)));
     power_window(pp, counts, plan, cells_start_, single_ ? size_ : 0, ws, cp, &entry_error_p_, &stats_);
+    entry_error_p_ += absolute_p * std::exp(log_rounding_) * (1.0 + 1e-6);
     sp_ = suffix_sums(cp, tilt, d);
     power_window(pq, counts, plan, cells_start_, single_ ? size_ : 0, ws, cq, &entry_error_q_, &stats_);
+    entry_error_q_ += absolute_q * std::exp(log_rounding_) * (1.0 + 1e-6);
     sq_ = suffix_sums(cq, tilt + 1.0, d);
     // The entries that stand well above round-off and aliasing, around the mode of P.
     const double floor_p = 4.0 * (entry_error_p_ + 2.0 * std::exp(log_tail_c_));
@@ -246,16 +314,16 @@ double ComposedPld::upper_finite(double epsilon_in) const {
     const double s1 = s1_[static_cast<std::size_t>(i)];
     const double s2 = s2_[static_cast<std::size_t>(i)];
     if (s1 > 0.0) {
-      // s1 (1 - x s2 / s1) with both suffix sums within 16 u N (relative) of exact:
-      // the difference errs by <= 32 u N s1.
+      // s1 (1 - x s2 / s1) with both suffix sums within suffix_error_ (relative) of exact:
+      // the difference errs by <= 2 suffix_error_ s1.
       const double fraction = -std::expm1(std::min(epsilon - kd + std::log(s2) - std::log(s1), 0.0));
       const double log_delta = log_shift_u_ - tilt_ * kd + std::log(s1) +
-                               std::log(fraction + 32.0 * kU * static_cast<double>(size_));
+                               std::log(fraction + 2.0 * suffix_error_);
       value = std::exp(log_delta + log_rounding_) * (1.0 + 8.0 * kU);
     }
   }
   // Round-off of the represented entries K >= k (weights e^{-tilt (K - k) D} <= 1),
-  // the aliased tilted mass (<= 2 e^-25 in total), and the mass above the window.
+  // the aliased tilted mass (<= 2 e^{log_tail} in total), and the mass above the window.
   // (In log space: a huge tilt makes the scale overflow where the charges are exactly 0.)
   const double top = window_high() + d;
   const double charge = entry_error_u_ * entries_u + 2.0 * std::exp(log_tail_u_);
@@ -293,7 +361,7 @@ double ComposedPld::tail_p_lower(double y) const {
   i = std::max(i, 0L);
   const double kd = static_cast<double>(cells_start_ + i) * d;
   const double err_p = entry_error_p_ * weight_norm(tilt_, d, size_) + 2.0 * std::exp(log_tail_c_);
-  const double factor_p = std::exp(-log_rounding_) * (1.0 - 16.0 * kU * static_cast<double>(size_));
+  const double factor_p = std::exp(-log_rounding_) * (1.0 - suffix_error_);
   const double part = (sp_[static_cast<std::size_t>(i)] - err_p) * factor_p;
   if (!(part > 0.0)) return 0.0;
   return std::exp(log_shift_p_ - tilt_ * kd + std::log(part)) * (1.0 - 8.0 * kU);
@@ -307,7 +375,7 @@ double ComposedPld::tail_q_upper(double y) const {
   const double total = std::exp(log_mass_q_) * (1.0 + 8.0 * kU);
   if (i <= 0) return total;  // below the window: everything may count
   const double err_q = entry_error_q_ * weight_norm(tilt_ + 1.0, d, size_) + std::exp(log_tail_c_);
-  const double factor_q = std::exp(log_rounding_) * (1.0 + 16.0 * kU * static_cast<double>(size_));
+  const double factor_q = std::exp(log_rounding_) * (1.0 + suffix_error_);
   const long at = std::min(i, n - 1);
   const double kd = static_cast<double>(cells_start_ + at) * d;
   // Above the window only the Chernoff tail remains (weights e^{-(tilt+1)(K - top)D} <= 1).
@@ -361,8 +429,8 @@ double ComposedPld::lower_bound(double epsilon) const {
   const double err_p = entry_error_p_ * weight_norm(tilt_, d, size_) + 2.0 * std::exp(log_tail_c_);
   const double err_q = entry_error_q_ * weight_norm(tilt_ + 1.0, d, size_) + std::exp(log_tail_c_);
   const long hi = crossing(epsilon);
-  const double factor_p = std::exp(-log_rounding_) * (1.0 - 16.0 * kU * static_cast<double>(size_));
-  const double factor_q = std::exp(log_rounding_) * (1.0 + 16.0 * kU * static_cast<double>(size_));
+  const double factor_p = std::exp(-log_rounding_) * (1.0 - suffix_error_);
+  const double factor_q = std::exp(log_rounding_) * (1.0 + suffix_error_);
   const double log_infinity = any_infinity_lower_ > 0.0 ? std::log(any_infinity_lower_) : kNegInf;
   // P(K >= j) - e^eps Q(K >= j) at j = cells_start + i (0 if negative), in log space.
   auto value_at = [&](long i) {
@@ -389,9 +457,14 @@ double ComposedPld::lower_bound(double epsilon) const {
   // computed crossing by a few entries, and labels left empty (a coarse
   // partition) break the monotonicity the search relies on; the label sum
   // tracks the loss (P_K / Q_K ~ e^{K D}), so the crossing is also near
-  // K = eps / D. Climb to the local maximum from both starting points.
+  // K = eps / D. Climb to the local maximum from both starting points; where neither finds a
+  // positive test, also from the best of a sparse scan over the reliable entries and the two.
   const long guess = std::clamp(static_cast<long>(std::ceil(epsilon / d)) - cells_start_, 0L, n - 1);
-  const double best = std::max({0.0, climb(value_at, hi, n), climb(value_at, guess, n)});
+  double best = std::max({0.0, climb(value_at, hi, n), climb(value_at, guess, n)});
+  if (!(best > 0.0)) {
+    const long from = std::min({guess, hi, reliable_low_}), to = std::max({guess, hi, reliable_high_});
+    best = std::max(0.0, climb(value_at, scan(value_at, from, to), n));
+  }
   return std::min(std::max(best, any_infinity_lower_), 1.0);
 }
 
@@ -408,8 +481,8 @@ double ComposedPld::epsilon_lower(double delta, double near) const {
   const long n = static_cast<long>(size_);
   const double err_p = entry_error_p_ * weight_norm(tilt_, d, size_) + 2.0 * std::exp(log_tail_c_);
   const double err_q = entry_error_q_ * weight_norm(tilt_ + 1.0, d, size_) + std::exp(log_tail_c_);
-  const double factor_p = std::exp(-log_rounding_) * (1.0 - 16.0 * kU * static_cast<double>(size_));
-  const double factor_q = std::exp(log_rounding_) * (1.0 + 16.0 * kU * static_cast<double>(size_));
+  const double factor_p = std::exp(-log_rounding_) * (1.0 - suffix_error_);
+  const double factor_q = std::exp(log_rounding_) * (1.0 + suffix_error_);
   const double log_infinity = any_infinity_lower_ > 0.0 ? std::log(any_infinity_lower_) : kNegInf;
   const double log_delta = std::log(delta);
   auto epsilon_at = [&](long i) {

@@ -66,6 +66,16 @@ bool extended_rounding() {
 constexpr long double kUnitLd = std::numeric_limits<long double>::epsilon();  // 2 u' (generous)
 constexpr double kLive = -30.0;  // a frequency with b^T above e^kLive is live (below: T e b^T < 1e-13 T e)
 
+// The direct terms (frequencies times entries) one sequence may spend on its live frequencies:
+// N / 8, about the work of the transforms they replace; N log2(N) / 32 when thorough (N / 8 had
+// left the ~35 live frequencies of sigma=3.4, q=2.5e-8, T=33222 at N = 2^16 to the transform,
+// whose round-off then held delta(0) 2.3 % wide; on the bench grid the larger budget bought
+// nothing and doubled some queries' time).
+std::size_t direct_budget(std::size_t n, bool thorough) {
+  if (!thorough) return n / 8;
+  return static_cast<std::size_t>(static_cast<double>(n) * std::log2(static_cast<double>(n)) / 32.0);
+}
+
 // exp(-2 pi i m / N) for an integer m reduced mod N (N a power of two: the division is exact).
 std::complex<long double> twiddle_ld(unsigned long long m, unsigned long long n) {
   const long double two_pi = 6.28318530717958647692528676655900577L;
@@ -139,11 +149,9 @@ Tilted tilt_sequence(const std::vector<double>& log_mass, long low, double slope
   t.low = low;
   const std::size_t n = log_mass.size();
   std::vector<double> logs(n);
-  double largest = 0.0;
   for (std::size_t j = 0; j < n; ++j) {
     const double kd = static_cast<double>(low + static_cast<long>(j)) * d;
     logs[j] = log_mass[j] + slope * kd;
-    largest = std::max(largest, std::fabs(log_mass[j] == kNegInf ? 0.0 : log_mass[j]) + std::fabs(slope * kd));
   }
   t.log_norm = n == 0 ? kNegInf : logsumexp(logs.data(), n);
   if (t.log_norm == kNegInf) {
@@ -154,14 +162,31 @@ Tilted tilt_sequence(const std::vector<double>& log_mass, long low, double slope
   }
   t.p.resize(n);
   double l2 = 0.0;
+  // Each exponent carries <= (|log m| + |slope k D| + |log norm| + 4) u of absolute error
+  // (the sums and the exp), i.e. that much relative error in its entry. The largest of these
+  // over the entries at >= e^-50 of the total is the sequence's relative rounding; the entries
+  // below count with their own error times their size, an absolute error (at most
+  // denorm_min each where they underflow). Far tails at log-masses of -1e4 had set the
+  // relative rounding of every entry: at sigma=8.39, q=2.5e-8, T=25 it came to 1.3e-10,
+  // which the lower bound of delta(0) (a difference of two masses near 1/2) lost 2 % to.
+  constexpr double kSmall = -50.0;
+  double largest = 0.0, absolute = 0.0;
   for (std::size_t j = 0; j < n; ++j) {
     t.p[j] = std::exp(logs[j] - t.log_norm);
     l2 += t.p[j] * t.p[j];
+    if (log_mass[j] == kNegInf) continue;
+    const double kd = static_cast<double>(low + static_cast<long>(j)) * d;
+    const double own = std::fabs(log_mass[j]) + std::fabs(slope * kd);
+    if (logs[j] - t.log_norm >= kSmall) {
+      largest = std::max(largest, own);
+    } else {
+      const double rounding = 2.0 * kU * (own + std::fabs(t.log_norm) + 4.0);
+      absolute += std::max(t.p[j], std::numeric_limits<double>::denorm_min()) * rounding * 2.0;
+    }
   }
   t.l2 = std::sqrt(l2);
-  // Each exponent carries <= (|log m| + |slope k D| + |log norm| + 4) u of
-  // absolute error (the sums and the exp), i.e. that much relative error.
   t.max_rounding = 2.0 * kU * (largest + std::fabs(t.log_norm) + 4.0);
+  t.absolute_rounding = absolute * (1.0 + 1e-6);
   return t;
 }
 
@@ -277,7 +302,7 @@ void power_window(const std::vector<const Tilted*>& seqs, const std::vector<doub
     std::vector<std::complex<double>>& spectrum = ws.spectrum;
     plan.forward(buffer, spectrum);
     const double count = counts[g];
-    // The live frequencies (see power.hpp), recomputed directly where that costs at most N/8
+    // The live frequencies (see power.hpp), recomputed directly where that costs at most direct_budget(N, thorough)
     // terms in all: their error then no longer grows with log N, nor their powers' with the
     // double round-off. Where the sequence is longer than that budget allows, only its heaviest
     // window (the bulk) is summed directly and the rest comes from a transform of the rest
@@ -289,11 +314,12 @@ void power_window(const std::vector<const Tilted*>& seqs, const std::vector<doub
     double e_live = e;
     static const bool extended = kExtended && extended_rounding();
     if (extended && count > 1.0) {
-      const std::size_t most = size / (8 * (static_cast<std::size_t>(kDirectTerms) + 128));
+      const std::size_t terms = direct_budget(size, ws.thorough);
+      const std::size_t most = terms / (static_cast<std::size_t>(kDirectTerms) + 128);
       for (std::size_t k = 0; k < total.size() && live.size() <= most; ++k) {
         if (!dead[k] && count * std::log(std::abs(spectrum[k]) + e) > kLive) live.push_back(k);
       }
-      const std::size_t budget = live.empty() || live.size() > most ? 0 : size / (8 * live.size());
+      const std::size_t budget = live.empty() || live.size() > most ? 0 : terms / live.size();
       if (budget > 128) bulk_len = std::min(t.p.size(), budget - 128);
       if (budget > 128 && bulk_len >= std::min<std::size_t>(t.p.size(), 64)) {
         partial = bulk_len < t.p.size();

@@ -18,7 +18,7 @@
 //
 // WINDOW. The composed support can be far longer than what matters; the FFT
 // holds a window of losses outside which the tilted composed mass is
-// <= e^-25 per side (Chernoff bounds P(S >= t) <= exp(K(s) - s t) from the
+// <= e^-25 per side by default (Chernoff bounds P(S >= t) <= exp(K(s) - s t) from the
 // exact cumulants of the tilted steps, over a geometric set of slopes), or
 // the whole support when that is shorter. Steps are placed at their absolute
 // index mod N, so the circular result holds every window entry plus mass
@@ -76,7 +76,14 @@ class ComposedPld {
   // discretization; counts are integers >= 0. `tilt` >= 0; `max_size` caps
   // the FFT size (a power of two). Throws std::invalid_argument if the
   // composition cannot fit (the message says to increase discretization).
-  ComposedPld(const std::vector<std::pair<const StepPmf*, double>>& groups, double tilt, std::size_t max_size);
+  // `log_window_tail` (<= -25) is the tilted mass the window may leave out per
+  // side (charged to both bounds): a query whose delta is tiny against the
+  // tilted mass near its epsilon (delta(0), a difference of two masses near
+  // 1/2) needs a deeper cut than the default e^-25 ~ 1.4e-11.
+  // `thorough` spends more direct sums on the live frequencies of the FFT power
+  // (power.hpp), for the same kind of query.
+  ComposedPld(const std::vector<std::pair<const StepPmf*, double>>& groups, double tilt, std::size_t max_size,
+              double log_window_tail = -25.0, bool thorough = false);
 
   // Certified bounds on delta(epsilon) for this direction (lower <= upper).
   void delta_bounds(double epsilon, double* lower, double* upper) const;
@@ -145,6 +152,7 @@ class ComposedPld {
   double entry_error_p_ = 0.0, entry_error_q_ = 0.0;
   long reliable_low_ = 0, reliable_high_ = 0;
   double log_rounding_ = 0.0;     // relative rounding of the tilted entries, composed (log factor)
+  double suffix_error_ = 0.0;     // relative error of a computed suffix sum (see suffix_sums)
   double epsilon_slack_ = 0.0;    // sum of count * loss_slack
   // Exact total masses of the composed finite parts (upper masses, P- and Q-labels), logs rounded outward.
   double log_mass_u_ = 0.0, log_mass_p_ = 0.0, log_mass_q_ = 0.0;

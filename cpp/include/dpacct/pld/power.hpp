@@ -21,7 +21,8 @@ struct Tilted {
   std::vector<double> p;
   double log_norm = 0.0;      // log of the normaliser (untilted mass = p e^{log_norm - slope K D})
   double l2 = 0.0;            // ||p||_2
-  double max_rounding = 0.0;  // relative rounding of the entries
+  double max_rounding = 0.0;  // relative rounding of the entries at >= e^-50 of the total
+  double absolute_rounding = 0.0;  // summed rounding error of the smaller ones (see tilt_sequence)
   bool empty = false;         // no mass at all
 };
 
@@ -49,6 +50,7 @@ struct Workspace {
   std::vector<std::complex<double>> spectrum, total, rest;
   std::vector<unsigned char> dead;
   std::vector<std::size_t> live;
+  bool thorough = false;  // a larger budget of direct sums for the live frequencies (see below)
 };
 
 // Composes the sequences, seqs[g] count[g] times each, on the lattice window
@@ -72,7 +74,9 @@ struct Workspace {
 // LIVE FREQUENCIES. Where T is large only the few frequencies with b^T > e^-30 carry the
 // error, and there both T e and rho ~ 8 u T grow with T (T = 1e8: 7e-6 and 2e-7 per
 // frequency at N = 2^22). When those frequencies times the sequence's length are at most
-// N / 8 (the extended-precision sums cost several times a transform's work per term), they
+// N / 8 (the extended-precision sums cost several times a transform's work per term;
+// N log2(N) / 32 with Workspace::thorough, for queries whose answer is a small difference
+// of large masses, such as delta(0)), they
 // are recomputed as direct sums in extended precision (x87 long double, unit round-off
 // u' = 2^-64; skipped where long double has no more digits than double, or the FPU does not
 // round to them), with twiddles exp(-2 pi i m / N) from cosl/sinl of an integer m: each
@@ -80,7 +84,7 @@ struct Workspace {
 // (repeated squaring in long double) by 16 u' (T + log2 T + 2) plus 24 u for the return to
 // double and the product over the groups.
 //
-// BULK AND REST. Where a sequence is longer than N / (8 live) - 128 entries (one step's long
+// BULK AND REST. Where a sequence is longer than that budget / live - 128 entries (one step's long
 // tail of rare losses beside a spike of common ones, at tiny q), its heaviest window of that
 // many entries is summed directly and the rest enters through its own transform, whose error
 // is e times the rest's mass: the error of a live frequency is then
