@@ -277,7 +277,7 @@ def test_fine_steps_keep_their_mass_to_a_few_ulps(sigma: float, q: float, direct
     mass: on 4bb143e, at sigma=3.4, q=2.5e-8 and 9054 cells, 8.9e-13 too much mass (and 8.9e-13
     too little for P), which T = 33222 steps turned into 3 % of delta(0); 5.7e-11 at q = 1 over
     1.1e5 cells. Narrow cells now take their masses by quadrature, good to ulps of the mass
-    itself: within 1e-13 in all (measured at most 3.0e-14). The connect-the-dots split must also
+    itself: within 1e-13 in all (measured at most 6.4e-14, at q = 1). The connect-the-dots split must also
     keep E_P[e^-L] <= 1 within as much.
     """
     step = dpacct._core.pld.gaussian_step(sigma, q, direction, discretization, -80.0, 1 << 24)

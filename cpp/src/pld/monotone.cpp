@@ -256,18 +256,34 @@ Edge Swapped::edge_q(double y) const {
 
 // ---------------------------------------------------------------- discretisation
 
-void cell_mass_intervals(const MonotonePair& pair, double xa, double xb, const Edge& pa, const Edge& pb,
-                         const Edge& qa, const Edge& qb, Mass* pm, Mass* qm) {
-  *pm = log_interval(pa, pb);
-  *qm = log_interval(qa, qb);
-  // The CDF differences are good to a few ulps of their mass wherever the cell is not narrow;
-  // the quadrature only runs where one of them is at least 1e-13 wide (relative).
-  constexpr double kSharp = 1e-13;
-  if (pm->hi - pm->lo <= kSharp && qm->hi - qm->lo <= kSharp) return;
+void CellWalk::next(double x_next, Mass* pm, Mass* qm) {
+  // Quadrature alone where it is this sharp (nearly always where the pair has it): a CDF
+  // difference is no better there (ulps of the CDF against ulps of the mass), and its edges
+  // cost about as much again.
+  constexpr double kSharp = 2e-13;
   Mass p{}, q{};
-  if (!pair.cell_masses(xa, xb, &p, &q)) return;
-  *pm = intersect(*pm, p);
-  *qm = intersect(*qm, q);
+  const bool quadrature = pair_.cell_masses(x_prev_, x_next, &p, &q);
+  if (quadrature && p.hi - p.lo <= kSharp && q.hi - q.lo <= kSharp) {
+    *pm = p;
+    *qm = q;
+    have_prev_ = false;
+  } else {
+    if (!have_prev_) {
+      p_prev_ = pair_.edge_p(x_prev_);
+      q_prev_ = pair_.edge_q(x_prev_);
+    }
+    const Edge p_next = pair_.edge_p(x_next), q_next = pair_.edge_q(x_next);
+    *pm = log_interval(p_prev_, p_next);
+    *qm = log_interval(q_prev_, q_next);
+    if (quadrature) {
+      *pm = intersect(*pm, p);
+      *qm = intersect(*qm, q);
+    }
+    p_prev_ = p_next;
+    q_prev_ = q_next;
+    have_prev_ = true;
+  }
+  x_prev_ = x_next;
 }
 
 StepPmf discretize(const MonotonePair& pair, double d, double log_tail, std::size_t max_cells) {
@@ -306,14 +322,12 @@ StepPmf discretize(const MonotonePair& pair, double d, double log_tail, std::siz
   out.label_low = k_low - 1;
   out.log_p.assign(n + 2, kNegInf);
   out.log_q.assign(n + 2, kNegInf);
-  double x_prev = edge_x(k_low);
-  Edge p_prev = pair.edge_p(x_prev), q_prev = pair.edge_q(x_prev);
+  CellWalk walk(pair, edge_x(k_low));
   for (std::size_t i = 0; i < n; ++i) {
     const long k = k_low + static_cast<long>(i);
     const double x_next = edge_x(k + 1);
-    const Edge p_next = pair.edge_p(x_next), q_next = pair.edge_q(x_next);
     Mass pm{}, qm{};
-    cell_mass_intervals(pair, x_prev, x_next, p_prev, p_next, q_prev, q_next, &pm, &qm);
+    walk.next(x_next, &pm, &qm);
     if (pm.lo > kNegInf && qm.hi > kNegInf) {
       const double ratio = 0.5 * (pm.lo + pm.hi - qm.lo - qm.hi) / d;
       const long label = std::clamp(std::lround(std::isfinite(ratio) ? ratio : static_cast<double>(k)), k_low - 1,
@@ -323,9 +337,6 @@ StepPmf discretize(const MonotonePair& pair, double d, double log_tail, std::siz
       out.log_q[j] = log_add(out.log_q[j], qm.hi);
     }
     split_cell(pm, qm, k, k + 1, d, k_low, out.log_upper);
-    x_prev = x_next;
-    p_prev = p_next;
-    q_prev = q_next;
   }
   // Clamped tails: the smallest losses move up to grid point k_low + 1 (> every
   // clamped loss); the largest go to +inf. For the labels both tails carry the

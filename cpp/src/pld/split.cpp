@@ -117,8 +117,7 @@ SplitStep discretize_split(const MonotonePair& pair, double d, long ratio, long 
     cell(c, &rare, &a);
     return pair.x_of(static_cast<double>(a) * (rare ? dc : d));
   };
-  double x_prev = edge_x(0);
-  Edge p_prev = pair.edge_p(x_prev), q_prev = pair.edge_q(x_prev);
+  CellWalk walk(pair, edge_x(0));
   for (long c = 0; c < total_cells; ++c) {
     bool rare = false;
     long a = 0;
@@ -126,9 +125,8 @@ SplitStep discretize_split(const MonotonePair& pair, double d, long ratio, long 
     StepPmf& part = rare ? ra : sm;
     const double grid = rare ? dc : d;
     const double x_next = edge_x(c + 1);
-    const Edge p_next = pair.edge_p(x_next), q_next = pair.edge_q(x_next);
     Mass pm{}, qm{};
-    cell_mass_intervals(pair, x_prev, x_next, p_prev, p_next, q_prev, q_next, &pm, &qm);
+    walk.next(x_next, &pm, &qm);
     if (pm.lo > kNegInf && qm.hi > kNegInf) {
       const double ratio_loss = 0.5 * (pm.lo + pm.hi - qm.lo - qm.hi) / grid;
       const long first = part.label_low, last = part.label_low + static_cast<long>(part.log_p.size()) - 1;
@@ -139,9 +137,6 @@ SplitStep discretize_split(const MonotonePair& pair, double d, long ratio, long 
       part.log_q[j] = log_add(part.log_q[j], qm.hi);
     }
     split_cell(pm, qm, a, a + 1, grid, part.upper_low, part.log_upper);
-    x_prev = x_next;
-    p_prev = p_next;
-    q_prev = q_next;
   }
   // Clamped tails, as in discretize(): the smallest losses move up one grid point
   // of the part holding the lowest cell; the largest go to +inf (rare part).

@@ -159,9 +159,21 @@ class Swapped final : public MonotonePair {
 // more than `max_cells` cells (the message says to increase discretization).
 StepPmf discretize(const MonotonePair& pair, double discretization, double log_tail, std::size_t max_cells);
 
-// The P- and Q-mass intervals of the cell (xa, xb] from the CDF differences at its
-// edges, narrowed by the pair's cell_masses where those lost relative accuracy.
-void cell_mass_intervals(const MonotonePair& pair, double xa, double xb, const Edge& pa, const Edge& pb,
-                         const Edge& qa, const Edge& qb, Mass* pm, Mass* qm);
+// Walks the cells of a partition from left to right and gives each cell's certified
+// P- and Q-mass intervals: by the pair's cell_masses where those are within 2e-13
+// (relative) on their own, else from the CDF differences at the cell's edges (the edge
+// data computed only for such cells), intersected with cell_masses where it has them.
+class CellWalk {
+ public:
+  CellWalk(const MonotonePair& pair, double x_start) : pair_(pair), x_prev_(x_start) {}
+  // The cell (x_prev, x_next], x_next > x_prev (the previous call's x_next, or x_start).
+  void next(double x_next, Mass* pm, Mass* qm);
+
+ private:
+  const MonotonePair& pair_;
+  double x_prev_;
+  Edge p_prev_{}, q_prev_{};
+  bool have_prev_ = false;
+};
 
 }  // namespace dpacct::pld

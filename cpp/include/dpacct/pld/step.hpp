@@ -91,7 +91,7 @@ Edge normal_edge(double z);
 // a relative error of ulps / m. (Summed over the cells of a step, that absolute
 // error raised its total mass and mean loss by ~1e-16 per cell: at sigma=3.4,
 // q=2.5e-8, T=33222 it moved the composed delta(0) by 3 %.) Returns false for
-// an empty, infinite or wider cell.
+// an empty, infinite or wider cell, and beyond |z| = 4.5.
 bool normal_cell_mass(double za, double zb, Mass* out);
 
 // The intersection of two certified intervals for the same log-mass.
