@@ -18,6 +18,7 @@
 #include "dpacct/pld/compose.hpp"
 #include "dpacct/pld/finite.hpp"
 #include "dpacct/pld/monotone.hpp"
+#include "dpacct/pld/one_rare.hpp"
 #include "dpacct/pld/split.hpp"
 #include "dpacct/pld/symmetric.hpp"
 
@@ -40,14 +41,25 @@ bool parse_direction(const std::string& direction) {
 }
 
 // One direction of the Poisson-subsampled base pair, discretised whole or, when
-// split_ratio > 0, cut into its small and rare parts (pld/split.hpp).
+// split_ratio > 0, cut into its small and rare parts (pld/split.hpp), or, when
+// rare_growth > 0, into its band (split_ratio fine cells below 0, split_tau
+// above) and the geometric rare cells above it (pld/one_rare.hpp).
 py::object monotone_step(std::shared_ptr<const MonotonePair> base, double sampling_probability,
                          const std::string& direction, double discretization, double log_tail, std::size_t max_cells,
-                         long split_ratio, long split_tau) {
+                         long split_ratio, long split_tau, double rare_growth) {
   const bool add = parse_direction(direction);
   std::shared_ptr<const MonotonePair> pair = std::make_shared<dpacct::pld::Subsampled>(std::move(base), sampling_probability);
   if (add) pair = std::make_shared<dpacct::pld::Swapped>(pair);
-  if (split_ratio > 0) {
+  if (rare_growth > 0.0) {
+    dpacct::pld::OneRareStep step;
+    {
+      py::gil_scoped_release release;
+      step = dpacct::pld::discretize_one_rare(*pair, discretization, split_ratio, split_tau, rare_growth, log_tail,
+                                              max_cells);
+    }
+    return py::make_tuple(std::move(step.band), std::move(step.rare));
+  }
+  if (split_ratio > 0) {  // (rare_growth == 0 here)
     dpacct::pld::SplitStep split;
     {
       py::gil_scoped_release release;
@@ -115,35 +127,35 @@ void bind_pld(py::module_& m) {
   pld.def(
       "gaussian_step",
       [](double noise_multiplier, double sampling_probability, const std::string& direction, double discretization,
-         double log_tail, std::size_t max_cells, long split_ratio, long split_tau) {
+         double log_tail, std::size_t max_cells, long split_ratio, long split_tau, double rare_growth) {
         return monotone_step(std::make_shared<dpacct::pld::GaussianPair>(noise_multiplier), sampling_probability,
-                             direction, discretization, log_tail, max_cells, split_ratio, split_tau);
+                             direction, discretization, log_tail, max_cells, split_ratio, split_tau, rare_growth);
       },
       "noise_multiplier"_a, "sampling_probability"_a, "direction"_a, "discretization"_a, "log_tail"_a, "max_cells"_a,
-      "split_ratio"_a = 0, "split_tau"_a = 0,
+      "split_ratio"_a = 0, "split_tau"_a = 0, "rare_growth"_a = 0.0,
       "One step of the Poisson-subsampled Gaussian; see dpacct.pld.");
   pld.def(
       "laplace_step",
       [](double noise_multiplier, double sampling_probability, const std::string& direction, double discretization,
-         double log_tail, std::size_t max_cells, long split_ratio, long split_tau) {
+         double log_tail, std::size_t max_cells, long split_ratio, long split_tau, double rare_growth) {
         return monotone_step(std::make_shared<dpacct::pld::LaplacePair>(noise_multiplier), sampling_probability,
-                             direction, discretization, log_tail, max_cells, split_ratio, split_tau);
+                             direction, discretization, log_tail, max_cells, split_ratio, split_tau, rare_growth);
       },
       "noise_multiplier"_a, "sampling_probability"_a, "direction"_a, "discretization"_a, "log_tail"_a, "max_cells"_a,
-      "split_ratio"_a = 0, "split_tau"_a = 0,
+      "split_ratio"_a = 0, "split_tau"_a = 0, "rare_growth"_a = 0.0,
       "One step of the Poisson-subsampled Laplace mechanism; see dpacct.pld.");
   pld.def(
       "mixture_gaussian_step",
       [](double noise_multiplier, const Array& sensitivities, const Array& probabilities, double sampling_probability,
          const std::string& direction, double discretization, double log_tail, std::size_t max_cells,
-         long split_ratio, long split_tau) {
+         long split_ratio, long split_tau, double rare_growth) {
         auto base = std::make_shared<dpacct::pld::MixtureGaussianPair>(
             noise_multiplier, to_vector(sensitivities, "sensitivities"), to_vector(probabilities, "probabilities"));
         return monotone_step(std::move(base), sampling_probability, direction, discretization, log_tail, max_cells,
-                             split_ratio, split_tau);
+                             split_ratio, split_tau, rare_growth);
       },
       "noise_multiplier"_a, "sensitivities"_a, "probabilities"_a, "sampling_probability"_a, "direction"_a,
-      "discretization"_a, "log_tail"_a, "max_cells"_a, "split_ratio"_a = 0, "split_tau"_a = 0,
+      "discretization"_a, "log_tail"_a, "max_cells"_a, "split_ratio"_a = 0, "split_tau"_a = 0, "rare_growth"_a = 0.0,
       "One step of the Poisson-subsampled mixture-of-Gaussians mechanism; see dpacct.pld.");
   pld.def(
       "finite_step",
@@ -295,6 +307,42 @@ void bind_pld(py::module_& m) {
       .def_property_readonly("size", &dpacct::pld::SplitComposedPld::size)
       .def_property_readonly("fine_size", &dpacct::pld::SplitComposedPld::fine_size)
       .def_property_readonly("charged_tail", &dpacct::pld::SplitComposedPld::charged_tail);
+
+  py::class_<dpacct::pld::RareCells>(pld, "RareCells", "The rare cells of one step (pld/one_rare.hpp).")
+      .def_property_readonly("loss", [](const dpacct::pld::RareCells& r) { return to_array(r.loss); })
+      .def_property_readonly("log_upper", [](const dpacct::pld::RareCells& r) { return to_array(r.log_upper); })
+      .def_property_readonly("label", [](const dpacct::pld::RareCells& r) { return to_array(r.label); })
+      .def_property_readonly("log_p", [](const dpacct::pld::RareCells& r) { return to_array(r.log_p); })
+      .def_property_readonly("log_q", [](const dpacct::pld::RareCells& r) { return to_array(r.log_q); })
+      .def_readonly("infinity_upper", &dpacct::pld::RareCells::infinity_upper)
+      .def_readonly("log_mass_upper", &dpacct::pld::RareCells::log_mass_upper)
+      .def_readonly("loss_slack", &dpacct::pld::RareCells::loss_slack);
+
+  py::class_<dpacct::pld::OneRareComposedPld>(
+      pld, "OneRareComposedPld", "A composition with at most one rare step, one direction; see dpacct.pld.")
+      .def(py::init([](const StepPmf& band, const dpacct::pld::RareCells& rare, double count, double tilt,
+                       std::size_t max_size) {
+             dpacct::pld::OneRareStep step{band, rare};
+             py::gil_scoped_release release;
+             return new dpacct::pld::OneRareComposedPld(step, count, tilt, max_size);
+           }),
+           "band"_a, "rare"_a, "count"_a, "tilt"_a, "max_size"_a)
+      .def("delta_bounds", &delta_bounds_of<dpacct::pld::OneRareComposedPld>, "epsilon"_a,
+           "(lower, upper) bounds on delta(epsilon) for this direction.")
+      .def(
+          "epsilon_bounds",
+          [](const dpacct::pld::OneRareComposedPld& self, double delta) {
+            double lower = 0.0, upper = 0.0;
+            {
+              py::gil_scoped_release release;
+              self.epsilon_bounds(delta, &lower, &upper);
+            }
+            return py::make_tuple(lower, upper, false);
+          },
+          "delta"_a, "(lower, upper, below_window) bounds on epsilon(delta) for this direction.")
+      .def_property_readonly("fine_size", &dpacct::pld::OneRareComposedPld::fine_size)
+      .def_property_readonly("atoms", &dpacct::pld::OneRareComposedPld::atoms)
+      .def_property_readonly("charged_tail", &dpacct::pld::OneRareComposedPld::charged_tail);
 
   pld.def(
       "fft",

@@ -43,7 +43,7 @@ struct Part {
 }  // namespace
 
 SplitStep discretize_split(const MonotonePair& pair, double d, long ratio, long tau_index, double log_tail,
-                           std::size_t max_cells) {
+                           std::size_t max_cells, long band_low) {
   require_positive_finite("discretization", d);
   if (ratio < 1 || tau_index < 1) throw std::invalid_argument("the split ratio and tau index must be >= 1");
   const double dc = d * static_cast<double>(ratio);
@@ -63,9 +63,12 @@ SplitStep discretize_split(const MonotonePair& pair, double d, long ratio, long 
   const auto k_high = static_cast<long>(std::floor(loss_high / d));
   // Cells in increasing loss order: rare below -tau (coarse), small in [-tau, tau] (fine), rare above (coarse).
   const long a1 = a_low, a2 = std::min(-t - 1, a_high);
-  const long b1 = std::max(-f, k_low), b2 = std::min(f - 1, k_high);
+  const bool band_only = band_low > 0;
+  const long b1 = std::max(band_only ? -band_low : -f, k_low), b2 = std::min(f - 1, k_high);
   const long c1 = std::max(t, a_low), c2 = a_high;
-  const long n_a = std::max(a2 - a1 + 1, 0L), n_b = std::max(b2 - b1 + 1, 0L), n_c = std::max(c2 - c1 + 1, 0L);
+  // (band_only: the small part alone, cut exactly at -band_low d and tau where the losses go beyond.)
+  const long n_a = band_only ? 0 : std::max(a2 - a1 + 1, 0L), n_b = std::max(b2 - b1 + 1, 0L),
+             n_c = band_only ? 0 : std::max(c2 - c1 + 1, 0L);
   if (static_cast<std::size_t>(n_a + n_b + n_c) + 2 > max_cells) {
     throw std::invalid_argument("discretization " + format_value(d) + " is too fine: one step would need " +
                                 std::to_string(n_a + n_b + n_c + 2) + " loss cells (more than " +
@@ -110,8 +113,8 @@ SplitStep discretize_split(const MonotonePair& pair, double d, long ratio, long 
     }
   };
   auto edge_x = [&](long c) {  // x at the lower edge of cell c (c == total_cells: upper edge of the last)
-    if (c <= 0) return x_small;
-    if (c >= total_cells) return x_large;
+    if (c <= 0) return band_only && b1 > k_low ? pair.x_of(static_cast<double>(b1) * d) : x_small;
+    if (c >= total_cells) return band_only && b2 < k_high ? pair.x_of(static_cast<double>(b2 + 1) * d) : x_large;
     bool rare = false;
     long a = 0;
     cell(c, &rare, &a);
@@ -139,13 +142,19 @@ SplitStep discretize_split(const MonotonePair& pair, double d, long ratio, long 
     split_cell(pm, qm, a, a + 1, grid, part.upper_low, part.log_upper);
   }
   // Clamped tails, as in discretize(): the smallest losses move up one grid point
-  // of the part holding the lowest cell; the largest go to +inf (rare part).
-  if (!std::isinf(x_small)) {
+  // of the part holding the lowest cell; the largest go to +inf (rare part). In band_only
+  // mode every loss below the band moves up to its lowest grid point (upper masses only:
+  // the labels drop that mass), and the largest belong to the caller's rare part.
+  if (band_only && n_b > 0 && !std::isinf(edge_x(0))) {
+    const double below = pair.edge_p(edge_x(0)).log_cdf;
+    sm.log_upper[0] = log_add(sm.log_upper[0], below + kLogError * (1.0 + std::fabs(below)));
+  }
+  if (!band_only && !std::isinf(x_small)) {
     StepPmf& part = n_a > 0 || n_b == 0 ? ra : sm;  // never the empty stand-in: that mass must stay
     const double tail = pair.edge_p(x_small).log_cdf;
     if (part.log_upper.size() > 1) part.log_upper[1] = log_add(part.log_upper[1], tail + kLogError * (1.0 + std::fabs(tail)));
   }
-  if (!std::isinf(x_large)) {
+  if (!band_only && !std::isinf(x_large)) {
     const double tail = pair.edge_p(x_large).log_sf;
     ra.infinity_upper = std::exp(tail + kLogError * (1.0 + std::fabs(tail)));
   }
@@ -695,26 +704,7 @@ void SplitComposedPld::epsilon_bounds(double delta, double* lower, double* upper
   };
   const double rare_top = static_cast<double>(m_start_ + static_cast<long>(size_)) * d_coarse_;  // past M's support
   const double stop = std::max(g_high_, 0.0) + std::max(rare_top, 0.0) + 1.0;
-  if (up(0.0) <= delta) {
-    *upper = 0.0;
-  } else if (up(stop) > delta) {
-    *upper = kInf;
-  } else {
-    *upper = detail::bisect([&](double e) { return up(e) <= delta; }, 0.0, stop, false);
-  }
-  *lower = 0.0;
-  double anchor = std::isfinite(*upper) ? *upper : stop;
-  double width = std::max(1e-3 * anchor, 1e-6);
-  while (anchor > 0.0) {
-    const double probe = std::max(anchor - width, 0.0);
-    if (down(probe) > delta) {
-      *lower = detail::bisect([&](double e) { return down(e) <= delta; }, probe, anchor, true);
-      break;
-    }
-    anchor = probe;
-    width *= 2.0;
-  }
-  *lower = std::min(*lower, *upper);
+  detail::invert_delta(up, down, delta, stop, 1e-6, lower, upper);
 }
 
 }  // namespace dpacct::pld

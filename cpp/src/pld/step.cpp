@@ -149,6 +149,18 @@ Mass intersect(const Mass& a, const Mass& b) {
 
 double exp_down(double v, double v_err) { return std::exp(v - v_err - 2.0 * kUnit * (1.0 + std::fabs(v))); }
 
+double spread_fraction(const Mass& m, const Mass& w, double a, double span) {
+  if (w.lo == kNegInf || !(span > 0.0)) return 0.0;
+  // Fraction at a: (w e^{a} / m - e^{-span}) / (1 - e^{-span}), taken at its certified lower
+  // end (w low, m high).
+  const double arg = w.lo + a - m.hi;
+  const double ratio = exp_down(arg, kUnit * (std::fabs(w.lo) + std::fabs(a) + std::fabs(m.hi)));
+  const double e_minus = std::exp(-span);
+  const double one_minus = -std::expm1(-span);
+  const double fraction = (ratio * (1.0 - 2.0 * kUnit) - e_minus * (1.0 + 2.0 * kUnit)) / (one_minus * (1.0 + 4.0 * kUnit));
+  return std::clamp(fraction * (1.0 - 4.0 * kUnit), 0.0, 1.0);
+}
+
 void split_cell(const Mass& m, const Mass& w, long a, long b, double d, long upper_low,
                 std::vector<double>& log_upper) {
   if (m.hi == kNegInf) return;
@@ -158,19 +170,8 @@ void split_cell(const Mass& m, const Mass& w, long a, long b, double d, long upp
     log_upper[ia] = log_add(log_upper[ia], m.hi);
     return;
   }
-  // Fraction at a: (w e^{aD} / m - e^{-span}) / (1 - e^{-span}), span = (b - a) D,
-  // taken at its certified lower end (w low, m high); the rest of m (high) goes to b.
-  const double span = static_cast<double>(b - a) * d;
-  const double ad = static_cast<double>(a) * d;
-  double fraction = 0.0;
-  if (w.lo > kNegInf) {
-    const double arg = w.lo + ad - m.hi;
-    const double ratio = exp_down(arg, kUnit * (std::fabs(w.lo) + std::fabs(ad) + std::fabs(m.hi)));
-    const double e_minus = std::exp(-span);
-    const double one_minus = -std::expm1(-span);
-    fraction = (ratio * (1.0 - 2.0 * kUnit) - e_minus * (1.0 + 2.0 * kUnit)) / (one_minus * (1.0 + 4.0 * kUnit));
-    fraction = std::clamp(fraction * (1.0 - 4.0 * kUnit), 0.0, 1.0);
-  }
+  // The rest of m (high) goes to b.
+  const double fraction = spread_fraction(m, w, static_cast<double>(a) * d, static_cast<double>(b - a) * d);
   if (fraction > 0.0) log_upper[ia] = log_add(log_upper[ia], m.hi + std::log(fraction));
   if (fraction < 1.0) log_upper[ib] = log_add(log_upper[ib], m.hi + std::log1p(-fraction) + 4.0 * kUnit);
 }

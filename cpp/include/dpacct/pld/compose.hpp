@@ -41,6 +41,7 @@
 #pragma once
 
 #include <cstddef>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -66,6 +67,34 @@ double bisect(F holds, double low, double high, bool return_low) {
     }
   }
   return return_low ? low : high;
+}
+
+// Certified epsilon bounds at `delta` from certified delta bounds: `upper` by bisection on
+// the non-increasing up(eps) over [0, stop] (+inf where up(stop) > delta still), `lower`
+// where down(eps) (any certified lower bound) exceeds delta, found by probing down from the
+// upper answer in doubling steps (the first max(1e-3 upper, min_width)) and bisecting there.
+template <class Up, class Down>
+void invert_delta(Up up, Down down, double delta, double stop, double min_width, double* lower, double* upper) {
+  if (up(0.0) <= delta) {
+    *upper = 0.0;
+  } else if (up(stop) > delta) {
+    *upper = std::numeric_limits<double>::infinity();
+  } else {
+    *upper = bisect([&](double e) { return up(e) <= delta; }, 0.0, stop, false);
+  }
+  *lower = 0.0;
+  double anchor = *upper < std::numeric_limits<double>::infinity() ? *upper : stop;
+  double width = 1e-3 * anchor > min_width ? 1e-3 * anchor : min_width;
+  while (anchor > 0.0) {
+    const double probe = anchor - width > 0.0 ? anchor - width : 0.0;
+    if (down(probe) > delta) {
+      *lower = bisect([&](double e) { return down(e) <= delta; }, probe, anchor, true);
+      break;
+    }
+    anchor = probe;
+    width *= 2.0;
+  }
+  if (*lower > *upper) *lower = *upper;
 }
 
 }  // namespace detail
@@ -114,6 +143,7 @@ class ComposedPld {
   bool has_finite_upper() const { return !s1_.empty(); }
 
   double discretization() const { return discretization_; }
+  double epsilon_slack() const { return epsilon_slack_; }  // the shift of epsilon for the losses' rounding
   double window_low() const;   // smallest loss represented (upper bound's grid)
   double window_high() const;  // largest loss represented
   std::size_t size() const { return size_; }

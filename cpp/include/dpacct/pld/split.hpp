@@ -50,8 +50,12 @@ struct SplitStep {
 
 // Discretises one step of `pair` with the cut at tau = tau_index * ratio * d_fine
 // (ratio >= 1 and tau_index >= 1 integers); see discretize() in monotone.hpp.
+// With `band_low` > 0 only the small part is built, as a band for one_rare.hpp: the
+// cells of losses in [-band_low d, tau) (cut exactly there where the losses go beyond),
+// every smaller loss moved up to -band_low d (upper masses; dropped from the labels),
+// and nothing above tau (the caller discretises that part).
 SplitStep discretize_split(const MonotonePair& pair, double d_fine, long ratio, long tau_index, double log_tail,
-                           std::size_t max_cells);
+                           std::size_t max_cells, long band_low = 0);
 
 // `fine` re-spread onto the grid of width ratio * fine.discretization (upper
 // masses by connect-the-dots, labels to the nearest coarse label).

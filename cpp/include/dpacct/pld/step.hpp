@@ -108,6 +108,10 @@ Mass log_interval(const Edge& a, const Edge& b);
 // exp(v) rounded down, for v itself computed with absolute error <= v_err.
 double exp_down(double v, double v_err);
 
+// The certified lower end of the fraction of a cell's P-mass (interval `m`, log) that the
+// connect-the-dots split puts at its lower loss a, for Q-mass `w` (log) and losses in
+// [a, a + span]; the rest of m's upper end goes to a + span (which only raises delta).
+double spread_fraction(const Mass& m, const Mass& w, double a, double span);
 // Appends the connect-the-dots split of a cell with P-mass interval `m` and
 // Q-mass interval `w` (logs) whose losses lie in [a D, b D] (a <= b grid
 // indices) to `log_upper` (indexed from `upper_low`). When b == a the whole
