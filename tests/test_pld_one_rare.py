@@ -62,12 +62,17 @@ def test_three_steps_bracket_the_nested_quadrature(row: dict[str, float]) -> Non
     direction's losses are at most -log(1 - q) each, three of them below every epsilon here).
 
     Soundness: delta_bounds(eps) holds the reference delta and epsilon_bounds(reference delta)
-    holds eps. Width: at most 0.5 % of epsilon (the default accuracy; measured 0.011-0.033 %).
+    holds eps. Width: at most 0.5 % of epsilon (the default accuracy; measured 0.011-0.033 %); at
+    epsilon = 0 (the total variation distance) at most 0.5 % of delta (measured 0.09 %; 31 % before
+    this composition went first at such rates).
     """
     sigma, q, steps, epsilon, delta = row["sigma"], row["q"], int(row["steps"]), row["epsilon"], row["delta"]
     acct = PLDAccountant().step(noise_multiplier=sigma, sampling_probability=q, count=steps)
     lower, upper = acct.delta_bounds(epsilon)
     assert lower <= delta * (1 + _REFERENCE_RTOL) and delta <= upper * (1 + _REFERENCE_RTOL)
+    if epsilon == 0.0:
+        assert upper - lower <= 5e-3 * upper
+        return
     e_lower, e_upper = acct.epsilon_bounds(delta)
     # A relative delta error r moves epsilon by r / (d log delta / d log epsilon) <= r here.
     assert e_lower <= epsilon * (1 + _REFERENCE_RTOL) and epsilon <= e_upper * (1 + _REFERENCE_RTOL)
