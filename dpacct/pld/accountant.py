@@ -1817,9 +1817,10 @@ def _one_rare_tilt(band: Any, count: float, epsilon: float) -> float:
     point lambda of their composed upper masses, (count) K'(lambda) = epsilon (0 where epsilon is at
     or below their mean).
 
-    Measured at sigma=1.08, q=3.7e-8, T=132, delta(5.5e-6) ~ 3.1e-13 (saddle 2.4e6): 1.3 % wide
-    (in delta) at 2e6, 0.86 % at 2.5e6, and no certificate from 3e6 up, where the tilted window
-    outgrows the FFT; the untilted composition is always there beside it.
+    Measured at sigma=1.08, q=3.7e-8, T=132, delta(5.5e-6) ~ 3.1e-13 (tau = 7e-6, saddle 2.4e6,
+    windows cut at e^-25): 1.3 % wide (in delta) at 2e6, 0.86 % at 2.5e6, and no certificate from
+    3e6 up, where the tilted window outgrows the FFT; the untilted composition is always there
+    beside it.
     """
     log_upper = np.asarray(band.log_upper)
     loss = (band.upper_low + np.arange(log_upper.size)) * band.discretization
