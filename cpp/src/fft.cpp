@@ -1,5 +1,6 @@
 #include "dpacct/fft.hpp"
 
+#include <algorithm>
 #include <cfloat>
 #include <map>
 #include <memory>
@@ -13,20 +14,24 @@ Plan::Plan(std::size_t n) : n_(n) {
   if (n == 0 || (n & (n - 1)) != 0) {
     throw std::invalid_argument("fft size must be a power of two, got " + std::to_string(n));
   }
-  twiddles_.resize(n / 2);
+  // Twiddles exp(-2 pi i k / n), k < n/2, each from its own cos/sin (not by recurrence:
+  // error <= 1 ulp each). Stage `len` uses exp(-2 pi i k / len) = entry k (n / len), k < len/2:
+  // copied stage after stage (n - 1 entries in all), so that the reads of every stage are
+  // sequential. The values are copies, so the error analysis is unchanged.
+  std::vector<double> cos_table(n / 2), sin_table(n / 2);
   for (std::size_t k = 0; k < n / 2; ++k) {
-    // Each twiddle from its own cos/sin (not by recurrence): error <= 1 ulp each.
     const double angle = -2.0 * M_PI * static_cast<double>(k) / static_cast<double>(n);
-    twiddles_[k] = {std::cos(angle), std::sin(angle)};
+    cos_table[k] = std::cos(angle);
+    sin_table[k] = std::sin(angle);
   }
-  // Stage tables: the butterflies of stage `len` use exp(-2 pi i k / len), k < len/2,
-  // i.e. every (n/len)-th entry of twiddles_. Copying them next to each other (n - 1
-  // entries over all stages) turns the strided reads of the large early-stage strides
-  // into sequential ones. The values are copies, so the error analysis is unchanged.
-  stage_twiddles_.reserve(n);
+  stage_re_.reserve(n);
+  stage_im_.reserve(n);
   for (std::size_t len = 2; len <= n; len <<= 1) {
     const std::size_t stride = n / len;
-    for (std::size_t k = 0; k < len / 2; ++k) stage_twiddles_.push_back(twiddles_[k * stride]);
+    for (std::size_t k = 0; k < len / 2; ++k) {
+      stage_re_.push_back(cos_table[k * stride]);
+      stage_im_.push_back(sin_table[k * stride]);
+    }
   }
   bit_reversed_.assign(n, 0);
   std::size_t bits = 0;
@@ -39,86 +44,159 @@ Plan::Plan(std::size_t n) : n_(n) {
 
 namespace {
 
-// One radix-2 butterfly (a, b) <- (a + w b, a - w b) on interleaved (re, im) pairs.
-// The product is written out: std::complex's operator* adds NaN/inf recovery
-// branches (C99 Annex G) that cost time and change nothing for finite data.
-inline void butterfly(double* a, double* b, double wr, double wi) {
-  const double tr = wr * b[0] - wi * b[1];
-  const double ti = wr * b[1] + wi * b[0];
-  b[0] = a[0] - tr;
-  b[1] = a[1] - ti;
-  a[0] += tr;
-  a[1] += ti;
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+// Built twice, for AVX2 and for the baseline, and chosen at load time. AVX2 adds no fused
+// multiply-add (that is FMA's own flag) and -ffp-contract=off forms none: both builds round
+// every operation alike, so their results are the same to the bit.
+#define DPACCT_FFT_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define DPACCT_FFT_CLONES
+#endif
+
+// Two consecutive radix-2 stages (len, 2 len) of the decimation-in-time transform on the
+// block [start, start + 2 len), fused into one pass (radix 2^2): for each k < len/2 the four
+// points k, k + len/2, k + len, k + 3 len/2 go through the two butterflies of stage len and
+// then the two of stage 2 len, each (a, b) <- (a + w b, a - w b) with the product w b
+// written out (tr = wr br - wi bi, ti = wr bi + wi br; std::complex's operator* adds NaN/inf
+// recovery branches, C99 Annex G, that cost time and change nothing for finite data).
+// `sign` is -1 for the inverse (conjugate twiddles: the negation is exact).
+DPACCT_FFT_CLONES
+void fused_stages(double* __restrict re, double* __restrict im, std::size_t n, std::size_t len,
+                  const double* __restrict w1r, const double* __restrict w1i, const double* __restrict w2r,
+                  const double* __restrict w2i, double sign) {
+  const std::size_t half = len / 2;
+  for (std::size_t start = 0; start < n; start += 2 * len) {
+    double* __restrict r0 = re + start;
+    double* __restrict i0 = im + start;
+    for (std::size_t k = 0; k < half; ++k) {
+      const double x0r = r0[k], x0i = i0[k];
+      const double x1r = r0[k + half], x1i = i0[k + half];
+      const double x2r = r0[k + len], x2i = i0[k + len];
+      const double x3r = r0[k + len + half], x3i = i0[k + len + half];
+      const double ar = w1r[k], ai = sign * w1i[k];
+      // stage len: (x0, x1) and (x2, x3) with w1
+      const double t1r = ar * x1r - ai * x1i, t1i = ar * x1i + ai * x1r;
+      const double y0r = x0r + t1r, y0i = x0i + t1i, y1r = x0r - t1r, y1i = x0i - t1i;
+      const double t3r = ar * x3r - ai * x3i, t3i = ar * x3i + ai * x3r;
+      const double y2r = x2r + t3r, y2i = x2i + t3i, y3r = x2r - t3r, y3i = x2i - t3i;
+      // stage 2 len: (y0, y2) with w2[k] and (y1, y3) with w2[k + half]
+      const double br = w2r[k], bi = sign * w2i[k];
+      const double u2r = br * y2r - bi * y2i, u2i = br * y2i + bi * y2r;
+      const double cr = w2r[k + half], ci = sign * w2i[k + half];
+      const double u3r = cr * y3r - ci * y3i, u3i = cr * y3i + ci * y3r;
+      r0[k] = y0r + u2r;
+      i0[k] = y0i + u2i;
+      r0[k + len] = y0r - u2r;
+      i0[k + len] = y0i - u2i;
+      r0[k + half] = y1r + u3r;
+      i0[k + half] = y1i + u3i;
+      r0[k + len + half] = y1r - u3r;
+      i0[k + len + half] = y1i - u3i;
+    }
+  }
+}
+
+// One plain radix-2 stage of length len (the last one, for an odd number of stages).
+DPACCT_FFT_CLONES
+void single_stage(double* __restrict re, double* __restrict im, std::size_t n, std::size_t len,
+                  const double* __restrict wr, const double* __restrict wi, double sign) {
+  const std::size_t half = len / 2;
+  for (std::size_t start = 0; start < n; start += len) {
+    double* __restrict r0 = re + start;
+    double* __restrict i0 = im + start;
+    for (std::size_t k = 0; k < half; ++k) {
+      const double ar = wr[k], ai = sign * wi[k];
+      const double br = r0[k + half], bi = i0[k + half];
+      const double tr = ar * br - ai * bi, ti = ar * bi + ai * br;
+      r0[k + half] = r0[k] - tr;
+      i0[k + half] = i0[k] - ti;
+      r0[k] += tr;
+      i0[k] += ti;
+    }
+  }
 }
 
 }  // namespace
 
-void Plan::transform(std::vector<std::complex<double>>& a, bool inverse) const {
-  if (a.size() != n_) throw std::invalid_argument("fft data size does not match the plan");
-  for (std::size_t i = 0; i < n_; ++i) {
-    const std::size_t r = bit_reversed_[i];
-    if (i < r) std::swap(a[i], a[r]);
-  }
-  // std::complex<double> is layout-compatible with double[2] ([complex.numbers] p4).
-  double* x = reinterpret_cast<double*>(a.data());
-  const double sign = inverse ? -1.0 : 1.0;  // the inverse uses conjugate twiddles
-  // Iterative Cooley-Tukey (decimation in time) after the bit reversal. Two
-  // consecutive stages (len, 2 len) are fused into one pass over memory (radix 2^2):
-  // the same butterflies with the same twiddles in the same order of operations per
-  // element, so Higham's bound (error_bound) applies unchanged, with half the passes.
-  const std::complex<double>* table = stage_twiddles_.data();  // stage len starts at len/2 - 1
-  std::size_t len = 2;
-  if (n_ >= 4) {
+void split_buffers(std::vector<double>& work, std::size_t n, double** re, double** im) {
+  // One buffer, the imaginary parts kPad doubles after the real ones: two arrays of a power-of-two
+  // size apart would put the eight points of a fused butterfly in the same cache sets.
+  constexpr std::size_t kPad = 24;
+  work.resize(2 * n + kPad);
+  *re = work.data();
+  *im = work.data() + n + kPad;
+}
+
+namespace {
+
+// Stages first_len, 2 first_len, ..., last_len of the transform (each of length len combines
+// pairs of transforms of length len/2) on every block of last_len points in [0, size).
+void run_stages(double* re, double* im, std::size_t size, std::size_t first_len, std::size_t last_len,
+                const double* wr, const double* wi, double sign) {
+  std::size_t len = first_len;
+  if (len == 2 && last_len >= 4) {
     // Stages 2 and 4 on each block of four: the butterflies above with their twiddles
     // exact (1 and -i, or +i for the inverse; the table holds cos(-pi/2) = 6e-17 for 0),
     // so the products are exact and the twiddle error mu of the bound only shrinks.
-    for (std::size_t start = 0; start < n_; start += 4) {
-      double* p = x + 2 * start;
-      const double a0r = p[0] + p[2], a0i = p[1] + p[3];  // stage 2: (x0 + x1, x0 - x1)
-      const double a1r = p[0] - p[2], a1i = p[1] - p[3];
-      const double a2r = p[4] + p[6], a2i = p[5] + p[7];  // (x2 + x3, x2 - x3)
-      const double a3r = p[4] - p[6], a3i = p[5] - p[7];
+    for (std::size_t s = 0; s < size; s += 4) {
+      double* r = re + s;
+      double* i = im + s;
+      const double a0r = r[0] + r[1], a0i = i[0] + i[1];  // stage 2: (x0 + x1, x0 - x1)
+      const double a1r = r[0] - r[1], a1i = i[0] - i[1];
+      const double a2r = r[2] + r[3], a2i = i[2] + i[3];  // (x2 + x3, x2 - x3)
+      const double a3r = r[2] - r[3], a3i = i[2] - i[3];
       // stage 4: (a0 +- a2), (a1 +- w a3) with w = -i (forward): w a3 = (a3i, -a3r); inverse +i: (-a3i, a3r)
       const double tr = sign * a3i, ti = -sign * a3r;
-      p[0] = a0r + a2r;
-      p[1] = a0i + a2i;
-      p[4] = a0r - a2r;
-      p[5] = a0i - a2i;
-      p[2] = a1r + tr;
-      p[3] = a1i + ti;
-      p[6] = a1r - tr;
-      p[7] = a1i - ti;
+      r[0] = a0r + a2r;
+      i[0] = a0i + a2i;
+      r[2] = a0r - a2r;
+      i[2] = a0i - a2i;
+      r[1] = a1r + tr;
+      i[1] = a1i + ti;
+      r[3] = a1r - tr;
+      i[3] = a1i - ti;
     }
     len = 8;
   }
-  for (; 2 * len <= n_; len <<= 2) {
+  for (; 2 * len <= last_len; len <<= 2) {
     const std::size_t half = len / 2;
-    const std::complex<double>* w1 = table + (half - 1);  // stage len
-    const std::complex<double>* w2 = table + (len - 1);   // stage 2 len
-    for (std::size_t start = 0; start < n_; start += 2 * len) {
-      for (std::size_t k = 0; k < half; ++k) {
-        double* p0 = x + 2 * (start + k);
-        double* p1 = p0 + 2 * half;
-        double* p2 = p0 + 2 * len;
-        double* p3 = p2 + 2 * half;
-        const double ar = w1[k].real();
-        const double ai = sign * w1[k].imag();
-        butterfly(p0, p1, ar, ai);  // stage len, block [start, start + len)
-        butterfly(p2, p3, ar, ai);  // stage len, block [start + len, start + 2 len)
-        butterfly(p0, p2, w2[k].real(), sign * w2[k].imag());                // stage 2 len, k
-        butterfly(p1, p3, w2[k + half].real(), sign * w2[k + half].imag());  // stage 2 len, k + half
-      }
-    }
+    fused_stages(re, im, size, len, wr + (half - 1), wi + (half - 1), wr + (len - 1), wi + (len - 1), sign);
   }
-  if (len <= n_) {  // an odd number of stages: one plain radix-2 stage remains
+  if (len <= last_len) {  // an odd number of stages: one plain radix-2 stage remains
     const std::size_t half = len / 2;
-    const std::complex<double>* w1 = table + (half - 1);
-    for (std::size_t start = 0; start < n_; start += len) {
-      for (std::size_t k = 0; k < half; ++k) {
-        butterfly(x + 2 * (start + k), x + 2 * (start + k + half), w1[k].real(), sign * w1[k].imag());
-      }
-    }
+    single_stage(re, im, size, len, wr + (half - 1), wi + (half - 1), sign);
   }
+}
+
+// Points per block whose stages run to the end before the next block starts (2 x 128 KB of
+// split data, inside the level-2 cache): only the stages longer than a block pass over the
+// whole array. Each butterfly reads the same values as in the stage-by-stage order.
+constexpr std::size_t kBlock = std::size_t{1} << 13;
+
+}  // namespace
+
+void Plan::transform_bit_reversed(double* re, double* im, bool inverse) const {
+  const double sign = inverse ? -1.0 : 1.0;  // the inverse uses conjugate twiddles
+  const double* wr = stage_re_.data();  // stage len starts at len/2 - 1
+  const double* wi = stage_im_.data();
+  if (n_ < 2) return;
+  const std::size_t block = std::min(n_, kBlock);
+  for (std::size_t b = 0; b < n_; b += block) run_stages(re + b, im + b, block, 2, block, wr, wi, sign);
+  if (block < n_) run_stages(re, im, n_, 2 * block, n_, wr, wi, sign);
+}
+
+void Plan::transform(std::vector<std::complex<double>>& a, bool inverse) const {
+  if (a.size() != n_) throw std::invalid_argument("fft data size does not match the plan");
+  double* re = nullptr;
+  double* im = nullptr;
+  split_buffers(work_, n_, &re, &im);
+  for (std::size_t i = 0; i < n_; ++i) {
+    const std::complex<double>& v = a[bit_reversed_[i]];
+    re[i] = v.real();
+    im[i] = v.imag();
+  }
+  transform_bit_reversed(re, im, inverse);
+  for (std::size_t i = 0; i < n_; ++i) a[i] = {re[i], im[i]};
 }
 
 RealPlan::RealPlan(std::size_t n) : n_(n), half_(n >= 2 ? n / 2 : 1) {
@@ -144,17 +222,22 @@ std::vector<std::complex<double>> RealPlan::forward(const std::vector<double>& x
 void RealPlan::forward(const std::vector<double>& x, std::vector<std::complex<double>>& out) const {
   if (x.size() != n_) throw std::invalid_argument("real fft data size does not match the plan");
   const std::size_t m = n_ / 2;
-  std::vector<std::complex<double>>& z = work_;
-  z.resize(m);
-  for (std::size_t j = 0; j < m; ++j) z[j] = {x[2 * j], x[2 * j + 1]};
-  half_.forward(z);
+  double* zr = nullptr;
+  double* zi = nullptr;
+  split_buffers(work_, m, &zr, &zi);
+  for (std::size_t j = 0; j < m; ++j) {  // z_j = x_2j + i x_2j+1, read in bit-reversed order
+    const std::size_t r = half_.bit_reversed(j);
+    zr[j] = x[2 * r];
+    zi[j] = x[2 * r + 1];
+  }
+  half_.transform_bit_reversed(zr, zi, false);
   out.resize(m + 1);
   // even = (z_k + conj z_{m-k}) / 2, odd = (z_k - conj z_{m-k}) / (2i), X_k = even + w^k odd,
   // written out: std::complex's operator* checks every product for NaN (C99 Annex G), which
   // cost three times the arithmetic here. 1/(2i) (a + bi) = b/2 - (a/2) i is exact.
   auto entry = [&](std::size_t k, std::size_t k_mod, std::size_t mirror) {
-    const double ar = z[k_mod].real(), ai = z[k_mod].imag();
-    const double cr = z[mirror].real(), ci = -z[mirror].imag();
+    const double ar = zr[k_mod], ai = zi[k_mod];
+    const double cr = zr[mirror], ci = -zi[mirror];
     const double er = 0.5 * (ar + cr), ei = 0.5 * (ai + ci);
     const double odr = 0.5 * (ai - ci), odi = -0.5 * (ar - cr);
     const double wr = twiddles_[k].real(), wi = twiddles_[k].imag();
@@ -177,10 +260,11 @@ std::vector<double> RealPlan::inverse(const std::vector<std::complex<double>>& s
 void RealPlan::inverse(const std::vector<std::complex<double>>& spectrum, std::vector<double>& out) const {
   const std::size_t m = n_ / 2;
   if (spectrum.size() != m + 1) throw std::invalid_argument("real fft spectrum size does not match the plan");
-  std::vector<std::complex<double>>& z = work_;
-  z.resize(m);
+  double* zr = nullptr;
+  double* zi = nullptr;
+  split_buffers(work_, m, &zr, &zi);
   // even + i odd with even = (X_k + conj X_{m-k}) / 2, odd = ((X_k - conj X_{m-k}) / 2) conj(w^k),
-  // written out as in forward (i (a + bi) = -b + ai is exact).
+  // written out as in forward (i (a + bi) = -b + ai is exact); z_k goes to its bit-reversed place.
   for (std::size_t k = 0; k < m; ++k) {
     const double ar = spectrum[k].real(), ai = spectrum[k].imag();
     const double cr = spectrum[m - k].real(), ci = -spectrum[m - k].imag();
@@ -188,13 +272,15 @@ void RealPlan::inverse(const std::vector<std::complex<double>>& spectrum, std::v
     const double hr = 0.5 * (ar - cr), hi = 0.5 * (ai - ci);
     const double wr = twiddles_[k].real(), wi = -twiddles_[k].imag();
     const double odr = hr * wr - hi * wi, odi = hr * wi + hi * wr;
-    z[k] = {er - odi, ei + odr};
+    const std::size_t r = half_.bit_reversed(k);
+    zr[r] = er - odi;
+    zi[r] = ei + odr;
   }
-  half_.inverse(z);
+  half_.transform_bit_reversed(zr, zi, true);
   out.resize(n_);
   for (std::size_t j = 0; j < m; ++j) {
-    out[2 * j] = 2.0 * z[j].real();
-    out[2 * j + 1] = 2.0 * z[j].imag();
+    out[2 * j] = 2.0 * zr[j];
+    out[2 * j + 1] = 2.0 * zi[j];
   }
 }
 
