@@ -211,7 +211,17 @@ double Subsampled::x_of(double l) const {
 Edge Subsampled::edge_p(double x) const {
   const Edge p = base_->edge_p(x);
   if (q_ == 1.0) return p;
-  const Edge q = base_->edge_q(x);
+  return mix(p, base_->edge_q(x));
+}
+
+void Subsampled::edges(double x, Edge* p, Edge* q) const {
+  Edge base_p{};
+  base_->edges(x, &base_p, q);
+  *p = q_ == 1.0 ? base_p : mix(base_p, *q);
+}
+
+// The edge of P' = (1 - q) Q + q P from the base pair's edges.
+Edge Subsampled::mix(const Edge& p, const Edge& q) const {
   return {log_add(log_1mq_ + q.log_cdf, log_q_ + p.log_cdf), log_add(log_1mq_ + q.log_sf, log_q_ + p.log_sf)};
 }
 
@@ -254,6 +264,13 @@ Edge Swapped::edge_q(double y) const {
   return {e.log_sf, e.log_cdf};
 }
 
+void Swapped::edges(double y, Edge* p, Edge* q) const {
+  Edge base_p{}, base_q{};
+  base_->edges(-y, &base_p, &base_q);
+  *p = {base_q.log_sf, base_q.log_cdf};
+  *q = {base_p.log_sf, base_p.log_cdf};
+}
+
 // ---------------------------------------------------------------- discretisation
 
 void CellWalk::next(double x_next, Mass* pm, Mass* qm) {
@@ -268,11 +285,9 @@ void CellWalk::next(double x_next, Mass* pm, Mass* qm) {
     *qm = q;
     have_prev_ = false;
   } else {
-    if (!have_prev_) {
-      p_prev_ = pair_.edge_p(x_prev_);
-      q_prev_ = pair_.edge_q(x_prev_);
-    }
-    const Edge p_next = pair_.edge_p(x_next), q_next = pair_.edge_q(x_next);
+    if (!have_prev_) pair_.edges(x_prev_, &p_prev_, &q_prev_);
+    Edge p_next{}, q_next{};
+    pair_.edges(x_next, &p_next, &q_next);
     *pm = log_interval(p_prev_, p_next);
     *qm = log_interval(q_prev_, q_next);
     if (quadrature) {

@@ -155,8 +155,14 @@ double spread_fraction(const Mass& m, const Mass& w, double a, double span) {
   // end (w low, m high).
   const double arg = w.lo + a - m.hi;
   const double ratio = exp_down(arg, kUnit * (std::fabs(w.lo) + std::fabs(a) + std::fabs(m.hi)));
-  const double e_minus = std::exp(-span);
-  const double one_minus = -std::expm1(-span);
+  // e^{-span} and 1 - e^{-span}: a step's cells mostly share one span (the grid width), so
+  // the last pair is kept per thread and reused for the same span (the same values).
+  thread_local double last_span = -1.0, e_minus = 1.0, one_minus = 0.0;
+  if (span != last_span) {
+    e_minus = std::exp(-span);
+    one_minus = -std::expm1(-span);
+    last_span = span;
+  }
   const double fraction = (ratio * (1.0 - 2.0 * kUnit) - e_minus * (1.0 + 2.0 * kUnit)) / (one_minus * (1.0 + 4.0 * kUnit));
   return std::clamp(fraction * (1.0 - 4.0 * kUnit), 0.0, 1.0);
 }

@@ -39,6 +39,12 @@ class MonotonePair {
   // {log P(X <= x), log P(X > x)} and the same for Q; x may be +-inf.
   virtual Edge edge_p(double x) const = 0;
   virtual Edge edge_q(double x) const = 0;
+  // Both at once, the same values as edge_p and edge_q (a wrapper computes its base pair's
+  // edges once for both: Poisson subsampling's P edge needs the base Q edge too).
+  virtual void edges(double x, Edge* p, Edge* q) const {
+    *p = edge_p(x);
+    *q = edge_q(x);
+  }
   // lim L(x) as x -> -inf and +inf (possibly infinite).
   virtual double loss_inf() const = 0;
   virtual double loss_sup() const = 0;
@@ -117,6 +123,7 @@ class Subsampled final : public MonotonePair {
   double x_of(double l) const override;
   Edge edge_p(double x) const override;
   Edge edge_q(double x) const override { return base_->edge_q(x); }
+  void edges(double x, Edge* p, Edge* q) const override;
   double loss_inf() const override;
   double loss_sup() const override;
   double clamp_low(double log_tail) const override { return base_->clamp_low(log_tail); }
@@ -126,6 +133,7 @@ class Subsampled final : public MonotonePair {
 
  private:
   double lift(double base_loss) const;  // log(1 - q + q e^l)
+  Edge mix(const Edge& p, const Edge& q) const;
   std::shared_ptr<const MonotonePair> base_;
   double q_, log_q_, log_1mq_;
 };
@@ -137,6 +145,7 @@ class Swapped final : public MonotonePair {
   double x_of(double l) const override { return -base_->x_of(-l); }
   Edge edge_p(double y) const override;
   Edge edge_q(double y) const override;
+  void edges(double y, Edge* p, Edge* q) const override;
   double loss_inf() const override { return -base_->loss_sup(); }
   double loss_sup() const override { return -base_->loss_inf(); }
   double clamp_low(double log_tail) const override { return -base_->clamp_high(log_tail); }
