@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "dpacct/fft.hpp"
+#include "dpacct/logmath.hpp"
 #include "dpacct/pld/allocation.hpp"
 #include "dpacct/pld/compose.hpp"
 #include "dpacct/pld/finite.hpp"
@@ -385,6 +386,28 @@ void bind_pld(py::module_& m) {
       },
       "spectrum"_a, "Unnormalised inverse of rfft (test hook).");
   pld.def("fft_error_bound", &dpacct::fft::error_bound, "size"_a, "Relative 2-norm error bound of one FFT.");
+  pld.def(
+      "log_power_sum",
+      [](const Array& mass, const Array& slope_steps) {
+        if (mass.ndim() != 1 || mass.size() == 0) throw std::invalid_argument("mass must be a non-empty 1-d array");
+        const double* m = mass.data();
+        const auto n = static_cast<std::size_t>(mass.size());
+        if (!(m[n - 1] > 0.0)) throw std::invalid_argument("the last mass must be positive");
+        Array out(slope_steps.request().shape);
+        const double* s = slope_steps.data();
+        double* o = out.mutable_data();
+        const auto count = static_cast<std::size_t>(slope_steps.size());
+        for (std::size_t i = 0; i < count; ++i) {
+          if (!(s[i] >= 0.0)) throw std::invalid_argument("slope steps must be >= 0");
+        }
+        {
+          py::gil_scoped_release release;
+          for (std::size_t i = 0; i < count; ++i) o[i] = dpacct::log_power_sum(m, n, s[i]);
+        }
+        return out;
+      },
+      "mass"_a, "slope_steps"_a,
+      "log sum_j mass_j e^{s j} for each s >= 0 (an estimate; see dpacct.pld's Chernoff guides).");
 }
 
 }  // namespace dpacct::bindings

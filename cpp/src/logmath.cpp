@@ -37,4 +37,29 @@ double logsumexp(const double* values, std::size_t n) {
   return max_value + std::log(sum);
 }
 
+double log_power_sum(const double* mass, std::size_t n, double slope_step) {
+  if (n == 0) return kNegInf;
+  const double rho = std::exp(-slope_step);
+  // sum_j mass_j rho^(n-1-j) = sum over chains c of rho^c sum_i mass_{n-1-c-4i} rho^(4i)
+  const double rho2 = rho * rho;
+  const double rho4 = rho2 * rho2;
+  double c0 = 0.0, c1 = 0.0, c2 = 0.0, c3 = 0.0;
+  std::size_t j = 0;
+  const std::size_t head = n % 4;  // the first entries, which have the largest powers
+  // Entry j has power n - 1 - j, chain (n - 1 - j) % 4; head entries first, each to its chain.
+  for (; j < head; ++j) {
+    const std::size_t c = (n - 1 - j) % 4;
+    double& acc = c == 0 ? c0 : (c == 1 ? c1 : (c == 2 ? c2 : c3));
+    acc += mass[j];  // nothing before it: acc is 0 for a chain's first entry
+  }
+  for (; j < n; j += 4) {  // entries j .. j + 3 have powers n-1-j .. n-4-j: chains 3, 2, 1, 0
+    c3 = c3 * rho4 + mass[j];
+    c2 = c2 * rho4 + mass[j + 1];
+    c1 = c1 * rho4 + mass[j + 2];
+    c0 = c0 * rho4 + mass[j + 3];
+  }
+  const double sum = ((c0 + rho * c1) + rho2 * c2) + (rho2 * rho) * c3;
+  return std::log(sum) + slope_step * static_cast<double>(n - 1);
+}
+
 }  // namespace dpacct

@@ -718,11 +718,22 @@ class PLDAccountant(Accountant):
         """
         return _cumulant_of([(float(count), *self._coarse_parts(spec, direction)) for spec, count in groups])
 
+    def _estimated_cumulant(self, groups: list[tuple[_Spec, int]], direction: str) -> Any:
+        """``_cumulant`` for the guides' search: the same sums by Horner's rule on the coarse grid (no
+        exponential per cell, ~10x faster), as estimates (the certified uses take ``_cumulant``)."""
+        parts = []
+        for spec, count in groups:
+            key = (spec, direction, "power sums", self._coarse_tail)
+            if key not in self._steps:
+                self._steps[key] = _power_sum_part(self._coarse(spec, direction))
+            parts.append((float(count), self._steps[key]))
+        return _estimated_cumulant_of(parts, lambda: self._cumulant(groups, direction))
+
     def _guide(self, groups: list[tuple[_Spec, int]], direction: str, kind: str, value: float) -> _Guide:
         """The Chernoff guide for an epsilon (``kind="epsilon"``, at delta ``value``) or a delta query, cached."""
         key = (direction, kind, value)
         if key not in self._guides:
-            cumulant = self._cumulant(groups, direction)
+            cumulant = self._estimated_cumulant(groups, direction)
             if kind == "epsilon":
                 self._guides[key] = _minimise(lambda s: (cumulant(s) - math.log(value)) / s, _GUIDE_SLOPE)
             else:
@@ -744,14 +755,18 @@ class PLDAccountant(Accountant):
         Slopes up to 1e12: where every loss is tiny (~q) the slope that reaches delta is ~1/q.
         """
         log_tail = self._query_tail(groups, delta)
-        parts = []
-        for spec, count in groups:
-            step = self._step(spec, direction, discretization, log_tail)
-            log_mass = np.asarray(step.log_upper)
-            loss = (step.upper_low + np.arange(log_mass.size)) * step.discretization
-            keep = np.isfinite(log_mass)
-            parts.append((float(count), log_mass[keep], loss[keep]))
-        cumulant = _cumulant_of(parts)
+        steps = [(float(count), self._step(spec, direction, discretization, log_tail)) for spec, count in groups]
+
+        def exact() -> Any:
+            parts = []
+            for count, step in steps:
+                log_mass = np.asarray(step.log_upper)
+                loss = (step.upper_low + np.arange(log_mass.size)) * step.discretization
+                keep = np.isfinite(log_mass)
+                parts.append((count, log_mass[keep], loss[keep]))
+            return _cumulant_of(parts)
+
+        cumulant = _estimated_cumulant_of([(count, _power_sum_part(step)) for count, step in steps], exact)
         return _minimise(lambda s: (cumulant(s) - math.log(delta)) / s, _GUIDE_SLOPE)
 
     def _chernoff_upper(self, groups: list[tuple[_Spec, int]], direction: str, epsilon: float) -> float:
@@ -1792,6 +1807,55 @@ def _cumulant_of(parts: list[tuple[float, NDArray[np.float64], NDArray[np.float6
     return cumulant
 
 
+def _power_sum_part(step: Any) -> tuple[float, float, float, NDArray[np.float64]] | None:
+    """One step's upper masses for ``_estimated_cumulant_of``: ``(log scale, first loss, width, masses)``,
+    the masses ``e^{log_mass - log scale}`` from the first to the last non-empty cell; None where
+    there is no such cell or the masses span more than e^700 (the exact sums are used then)."""
+    log_mass = np.asarray(step.log_upper)
+    finite = np.flatnonzero(np.isfinite(log_mass))
+    if finite.size == 0:
+        return None
+    first, last = int(finite[0]), int(finite[-1])
+    window = log_mass[first : last + 1]
+    top = float(window.max())
+    if float(window[np.isfinite(window)].min()) - top < -700.0:
+        return None
+    mass = np.exp(window - top)  # (-inf: an empty cell, mass 0)
+    return top, (step.upper_low + first) * step.discretization, float(step.discretization), mass
+
+
+def _estimated_cumulant_of(
+    parts: list[tuple[float, tuple[float, float, float, NDArray[np.float64]] | None]], exact: Any
+) -> Any:
+    """``K(lambda) = sum count log sum_j e^{log_mass_j + lambda loss_j}`` for slopes >= 0, estimated by
+    ``_core.pld.log_power_sum`` on each part's uniform grid of losses; ``exact()`` gives the
+    exact function (``_cumulant_of``), used for negative slopes and parts without a grid."""
+    if any(part is None for _, part in parts):
+        return exact()
+
+    ready = [(count, part) for count, part in parts if part is not None]
+
+    def cumulant(slope: Any) -> Any:
+        if isinstance(slope, float):  # the golden-section search: plain floats, no array overhead
+            if not slope >= 0.0:
+                return exact()(slope)
+            value = 0.0
+            for count, (top, first_loss, width, mass) in ready:
+                value += count * (top + slope * first_loss + float(_core.pld.log_power_sum(mass, slope * width)))
+            return value if not math.isnan(value) else math.inf
+        slopes = np.asarray(slope, dtype=np.float64)
+        if not bool(np.all(slopes >= 0.0)):
+            return exact()(slope)
+        flat = slopes.reshape(-1)
+        total = np.zeros(flat.size)
+        for count, (top, first_loss, width, mass) in ready:
+            total += count * (top + flat * first_loss + _core.pld.log_power_sum(mass, flat * width))
+        total = np.where(np.isnan(total), math.inf, total)
+        return float(total[0]) if slopes.ndim == 0 else total.reshape(slopes.shape)
+
+    return cumulant
+
+
 def _split_step(
     spec: _Spec, direction: str, discretization: float, ratio: int, tau_index: int, log_tail: float = _LOG_TAIL
 ) -> Any:
@@ -1935,20 +1999,20 @@ def _minimise(objective: Any, highest: float = 1e4, log_scale: bool = False) -> 
     a, b = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
 
     def f(x: float) -> float:
-        with np.errstate(over="ignore", invalid="ignore"):
-            v = objective(math.exp(x))
+        v = float(objective(math.exp(x)))
         return v if math.isfinite(v) else math.inf
 
-    fa, fb = f(a), f(b)
-    for _ in range(17):  # the bracket (a factor 10 in lambda) shrinks to 1e-3 of its log-width
-        if fa < fb:
-            hi, b, fb = b, a, fa
-            a = hi - ratio * (hi - lo)
-            fa = f(a)
-        else:
-            lo, a, fa = a, b, fb
-            b = lo + ratio * (hi - lo)
-            fb = f(b)
+    with np.errstate(over="ignore", invalid="ignore"):  # (once for the whole search: it costs microseconds)
+        fa, fb = f(a), f(b)
+        for _ in range(17):  # the bracket (a factor 10 in lambda) shrinks to 1e-3 of its log-width
+            if fa < fb:
+                hi, b, fb = b, a, fa
+                a = hi - ratio * (hi - lo)
+                fa = f(a)
+            else:
+                lo, a, fa = a, b, fb
+                b = lo + ratio * (hi - lo)
+                fb = f(b)
     x = a if fa < fb else b
     value = float(min(fa, fb, values[best]))
     slope = math.exp(x) if min(fa, fb) <= values[best] else float(grid[best])

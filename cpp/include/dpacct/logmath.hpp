@@ -52,6 +52,13 @@ double log_ndtr(double x);
 // log(sum_i exp(v[i])); -inf for an empty or all -inf input.
 double logsumexp(const double* values, std::size_t n);
 
+// log sum_j mass_j e^{slope step j} over j < n, for masses >= 0 with mass[n - 1] > 0 and
+// slope step >= 0: by Horner's rule in rho = e^{-slope step} from the bottom (four
+// interleaved chains), so that every partial sum stays between mass[n - 1] and sum_j mass_j
+// and nothing overflows; terms that underflow are below 1e-308 of the last mass. Relative
+// rounding about 4 n u. Meant for estimates (it does not round outward).
+double log_power_sum(const double* mass, std::size_t n, double slope_step);
+
 // log of the binomial coefficient C(n, k) for real n >= k >= 0.
 inline double log_binom(double n, double k) {
   return std::lgamma(n + 1.0) - std::lgamma(k + 1.0) - std::lgamma(n - k + 1.0);
