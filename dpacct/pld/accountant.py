@@ -387,19 +387,27 @@ def _coarse_step(spec: _Spec, direction: str, log_tail: float = _LOG_TAIL) -> An
     Its width is the e^-80 support over ``_COARSE_CELLS`` whatever ``log_tail``; a larger
     tail (an epsilon query's, ``PLDAccountant._query_tail``) only drops the outer cells.
     """
-    step = _build_step(spec, direction, 1e-2)
-    width = max(step.log_upper.size, 2) * step.discretization
+    size = _step_size(spec, direction, 1e-2)
+    width = max(size, 2) * 1e-2
     d = max(width / _COARSE_CELLS, 1e-12)
-    if step.log_upper.size < 16:
+    if size < 16:
         # The whole support is a few cells of the first build (every loss ~ q at a tiny rate and
         # a large sigma): its width is measured again on finer grids. Cells of the first build's
         # width overshot epsilon 1e3x (sigma=9.88, q=2.3e-8: 3 cells of 7e-6 around a spike of 2e-9).
         for _ in range(3):
-            cells = max(_build_step(spec, direction, d).log_upper.size, 2)
+            cells = max(_step_size(spec, direction, d), 2)
             if cells >= _COARSE_CELLS / 16:
                 break
             d = max(cells * d / _COARSE_CELLS, 1e-12)
     return _build_step(spec, direction, d, log_tail)
+
+
+def _step_size(spec: _Spec, direction: str, discretization: float) -> int:
+    """``_build_step(spec, direction, discretization).log_upper.size``, from the loss range alone
+    where the kind is a monotone pair (Gaussian, Laplace, mixture: no cells computed)."""
+    if spec.kind in _SPLIT_KINDS:
+        return int(_part_step(spec, direction, discretization, _LOG_TAIL, size_only=True))
+    return int(_build_step(spec, direction, discretization).log_upper.size)
 
 
 @functools.lru_cache(maxsize=64)

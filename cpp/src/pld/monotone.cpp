@@ -301,7 +301,15 @@ void CellWalk::next(double x_next, Mass* pm, Mass* qm) {
   x_prev_ = x_next;
 }
 
-StepPmf discretize(const MonotonePair& pair, double d, double log_tail, std::size_t max_cells) {
+namespace {
+
+// The clamp points and the grid indices of the lowest and highest loss a discretisation keeps.
+struct Range {
+  double x_small, x_large;
+  long k_low, k_high;
+};
+
+Range loss_range(const MonotonePair& pair, double d, double log_tail) {
   require_positive_finite("discretization", d);
   const double loss_inf = pair.loss_inf(), loss_sup = pair.loss_sup();
   // Clamp points where the loss is unbounded; +-inf where it is bounded.
@@ -312,8 +320,20 @@ StepPmf discretize(const MonotonePair& pair, double d, double log_tail, std::siz
   if (!(std::isfinite(loss_low) && std::isfinite(loss_high) && loss_low <= loss_high)) {
     throw std::domain_error("could not bound the privacy loss of one step");
   }
-  const auto k_low = static_cast<long>(std::floor(loss_low / d));
-  const auto k_high = static_cast<long>(std::floor(loss_high / d));
+  return {x_small, x_large, static_cast<long>(std::floor(loss_low / d)), static_cast<long>(std::floor(loss_high / d))};
+}
+
+}  // namespace
+
+std::size_t discretized_size(const MonotonePair& pair, double d, double log_tail) {
+  const Range r = loss_range(pair, d, log_tail);
+  return static_cast<std::size_t>(r.k_high - r.k_low + 2);
+}
+
+StepPmf discretize(const MonotonePair& pair, double d, double log_tail, std::size_t max_cells) {
+  const Range range = loss_range(pair, d, log_tail);
+  const double x_small = range.x_small, x_large = range.x_large;
+  const long k_low = range.k_low, k_high = range.k_high;
   const auto n = static_cast<std::size_t>(k_high - k_low + 1);  // cells
   if (n + 1 > max_cells) {
     throw std::invalid_argument("discretization " + format_value(d) + " is too fine: one step would need " +

@@ -167,6 +167,9 @@ class Swapped final : public MonotonePair {
 // lowest grid point kept. Throws std::invalid_argument if one step would need
 // more than `max_cells` cells (the message says to increase discretization).
 StepPmf discretize(const MonotonePair& pair, double discretization, double log_tail, std::size_t max_cells);
+// The length of the log_upper that discretize() would return (its cells plus one), without
+// discretising: what a caller needs to size a grid from the support alone.
+std::size_t discretized_size(const MonotonePair& pair, double discretization, double log_tail);
 
 // Walks the cells of a partition from left to right and gives each cell's certified
 // P- and Q-mass intervals: by the pair's cell_masses where those are within 2e-13
