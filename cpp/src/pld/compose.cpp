@@ -255,6 +255,9 @@ ComposedPld::ComposedPld(const std::vector<std::pair<const StepPmf*, double>>& g
     entry_error_u_ += absolute_u * spread;
     s1_ = suffix_sums(c, tilt, d);
     s2_ = suffix_sums(c, tilt + 1.0, d);
+    // Round-off of the represented entries and the aliased tilted mass, for upper_finite (once).
+    charge_u_ = entry_error_u_ * weight_norm(tilt_, d, size_) + 2.0 * std::exp(log_tail_u_);
+    log_charge_u_ = charge_u_ > 0.0 ? std::log(charge_u_) : kNegInf;
   }
   if (!pp.empty()) {
     cells_start_ = static_cast<long>(std::floor(low_c / d + (log_tail_c_ == kNegInf ? 0.5 : 0.0)));
@@ -274,6 +277,13 @@ ComposedPld::ComposedPld(const std::vector<std::pair<const StepPmf*, double>>& g
     reliable_low_ = reliable_high_ = mode;
     while (reliable_low_ > 0 && reliable(reliable_low_ - 1)) --reliable_low_;
     while (reliable_high_ + 1 < static_cast<long>(size_) && reliable(reliable_high_ + 1)) ++reliable_high_;
+    // The error and rounding terms every threshold test uses, once (the composers built on
+    // this one query thousands of tests: the exponentials here had been half their cost).
+    err_p_ = entry_error_p_ * weight_norm(tilt_, d, size_) + 2.0 * std::exp(log_tail_c_);
+    err_q_ = entry_error_q_ * weight_norm(tilt_ + 1.0, d, size_) + std::exp(log_tail_c_);
+    factor_p_ = std::exp(-log_rounding_) * (1.0 - suffix_error_);
+    factor_q_ = std::exp(log_rounding_) * (1.0 + suffix_error_);
+    total_q_ = std::exp(log_mass_q_) * (1.0 + 8.0 * kU);
   }
 }
 
@@ -298,7 +308,6 @@ double ComposedPld::upper_finite(double epsilon_in) const {
   if (s1_.empty()) return 0.0;  // no finite mass (or no upper discretisation: see upper_bound)
   const double d = discretization_;
   const double epsilon = epsilon_in - epsilon_slack_;
-  const double entries_u = weight_norm(tilt_, d, size_);
   if (epsilon < window_low()) {
     // Every represented loss exceeds epsilon: delta <= (total mass) - e^eps sum_window p_K e^{-K D}.
     const double total = std::exp(log_mass_u_) * (1.0 + 8.0 * kU);
@@ -326,8 +335,7 @@ double ComposedPld::upper_finite(double epsilon_in) const {
   // the aliased tilted mass (<= 2 e^{log_tail} in total), and the mass above the window.
   // (In log space: a huge tilt makes the scale overflow where the charges are exactly 0.)
   const double top = window_high() + d;
-  const double charge = entry_error_u_ * entries_u + 2.0 * std::exp(log_tail_u_);
-  if (charge > 0.0) value += std::exp(std::log(charge) + log_shift_u_ - tilt_ * kd + log_rounding_);
+  if (charge_u_ > 0.0) value += std::exp(log_charge_u_ + log_shift_u_ - tilt_ * kd + log_rounding_);
   if (log_tail_u_ > kNegInf) value += std::exp(log_shift_u_ + log_rounding_ - tilt_ * std::max(top, kd) + log_tail_u_);
   return value;
 }
@@ -360,9 +368,7 @@ double ComposedPld::tail_p_lower(double y) const {
   if (i >= n) return 0.0;
   i = std::max(i, 0L);
   const double kd = static_cast<double>(cells_start_ + i) * d;
-  const double err_p = entry_error_p_ * weight_norm(tilt_, d, size_) + 2.0 * std::exp(log_tail_c_);
-  const double factor_p = std::exp(-log_rounding_) * (1.0 - suffix_error_);
-  const double part = (sp_[static_cast<std::size_t>(i)] - err_p) * factor_p;
+  const double part = (sp_[static_cast<std::size_t>(i)] - err_p_) * factor_p_;
   if (!(part > 0.0)) return 0.0;
   return std::exp(log_shift_p_ - tilt_ * kd + std::log(part)) * (1.0 - 8.0 * kU);
 }
@@ -372,10 +378,9 @@ double ComposedPld::tail_q_upper(double y) const {
   const double d = discretization_;
   const long n = static_cast<long>(size_);
   const long i = static_cast<long>(std::ceil(y / d)) - cells_start_;
-  const double total = std::exp(log_mass_q_) * (1.0 + 8.0 * kU);
+  const double total = total_q_;
   if (i <= 0) return total;  // below the window: everything may count
-  const double err_q = entry_error_q_ * weight_norm(tilt_ + 1.0, d, size_) + std::exp(log_tail_c_);
-  const double factor_q = std::exp(log_rounding_) * (1.0 + suffix_error_);
+  const double err_q = err_q_, factor_q = factor_q_;
   const long at = std::min(i, n - 1);
   const double kd = static_cast<double>(cells_start_ + at) * d;
   // Above the window only the Chernoff tail remains (weights e^{-(tilt+1)(K - top)D} <= 1).
@@ -426,11 +431,9 @@ double ComposedPld::lower_bound(double epsilon) const {
   if (sp_.empty()) return any_infinity_lower_;
   const double d = discretization_;
   const long n = static_cast<long>(size_);
-  const double err_p = entry_error_p_ * weight_norm(tilt_, d, size_) + 2.0 * std::exp(log_tail_c_);
-  const double err_q = entry_error_q_ * weight_norm(tilt_ + 1.0, d, size_) + std::exp(log_tail_c_);
+  const double err_p = err_p_, err_q = err_q_;
   const long hi = crossing(epsilon);
-  const double factor_p = std::exp(-log_rounding_) * (1.0 - suffix_error_);
-  const double factor_q = std::exp(log_rounding_) * (1.0 + suffix_error_);
+  const double factor_p = factor_p_, factor_q = factor_q_;
   const double log_infinity = any_infinity_lower_ > 0.0 ? std::log(any_infinity_lower_) : kNegInf;
   // P(K >= j) - e^eps Q(K >= j) at j = cells_start + i (0 if negative), in log space.
   auto value_at = [&](long i) {
@@ -479,10 +482,8 @@ double ComposedPld::epsilon_lower(double delta, double near) const {
   if (sp_.empty()) return 0.0;
   const double d = discretization_;
   const long n = static_cast<long>(size_);
-  const double err_p = entry_error_p_ * weight_norm(tilt_, d, size_) + 2.0 * std::exp(log_tail_c_);
-  const double err_q = entry_error_q_ * weight_norm(tilt_ + 1.0, d, size_) + std::exp(log_tail_c_);
-  const double factor_p = std::exp(-log_rounding_) * (1.0 - suffix_error_);
-  const double factor_q = std::exp(log_rounding_) * (1.0 + suffix_error_);
+  const double err_p = err_p_, err_q = err_q_;
+  const double factor_p = factor_p_, factor_q = factor_q_;
   const double log_infinity = any_infinity_lower_ > 0.0 ? std::log(any_infinity_lower_) : kNegInf;
   const double log_delta = std::log(delta);
   auto epsilon_at = [&](long i) {

@@ -378,7 +378,7 @@ void OneRareComposedPld::epsilon_bounds(double delta, double* lower, double* upp
     }
     return lower_at(e, offset);
   };
-  detail::invert_delta(up, down, delta, stop, 1e-12, lower, upper);
+  detail::invert_delta(up, down, delta, stop, 1e-12, lower, upper, detail::kInversionWidth);  // (as in split.cpp)
 }
 
 }  // namespace dpacct::pld

@@ -52,13 +52,17 @@ namespace dpacct::pld {
 
 namespace detail {
 
+// The relative width at which the composers built on ComposedPld (split.hpp, one_rare.hpp)
+// stop inverting delta: their every bound evaluation sums over many terms.
+inline constexpr double kInversionWidth = 1e-7;
+
 // Bisection for a monotone predicate false at `low` and true at `high`, to
-// relative width 1e-10; returns the end where the predicate holds (`high`),
-// or the other one.
+// relative width `relative` (1e-10 by default); returns the end where the predicate
+// holds (`high`), or the other one.
 template <class F>
-double bisect(F holds, double low, double high, bool return_low) {
+double bisect(F holds, double low, double high, bool return_low, double relative = 1e-10) {
   for (int i = 0; i < 200; ++i) {
-    if (high - low <= 1e-10 * (high > 1e-300 ? high : 1e-300)) break;
+    if (high - low <= relative * (high > 1e-300 ? high : 1e-300)) break;
     const double mid = 0.5 * (low + high);
     if (holds(mid)) {
       high = mid;
@@ -73,14 +77,17 @@ double bisect(F holds, double low, double high, bool return_low) {
 // the non-increasing up(eps) over [0, stop] (+inf where up(stop) > delta still), `lower`
 // where down(eps) (any certified lower bound) exceeds delta, found by probing down from the
 // upper answer in doubling steps (the first max(1e-3 upper, min_width)) and bisecting there.
+// Both bisections stop at relative width `relative`: each end kept is certified whatever
+// the width, which only costs that much tightness.
 template <class Up, class Down>
-void invert_delta(Up up, Down down, double delta, double stop, double min_width, double* lower, double* upper) {
+void invert_delta(Up up, Down down, double delta, double stop, double min_width, double* lower, double* upper,
+                  double relative = 1e-10) {
   if (up(0.0) <= delta) {
     *upper = 0.0;
   } else if (up(stop) > delta) {
     *upper = std::numeric_limits<double>::infinity();
   } else {
-    *upper = bisect([&](double e) { return up(e) <= delta; }, 0.0, stop, false);
+    *upper = bisect([&](double e) { return up(e) <= delta; }, 0.0, stop, false, relative);
   }
   *lower = 0.0;
   double anchor = *upper < std::numeric_limits<double>::infinity() ? *upper : stop;
@@ -88,7 +95,7 @@ void invert_delta(Up up, Down down, double delta, double stop, double min_width,
   while (anchor > 0.0) {
     const double probe = anchor - width > 0.0 ? anchor - width : 0.0;
     if (down(probe) > delta) {
-      *lower = bisect([&](double e) { return down(e) <= delta; }, probe, anchor, true);
+      *lower = bisect([&](double e) { return down(e) <= delta; }, probe, anchor, true, relative);
       break;
     }
     anchor = probe;
@@ -189,6 +196,10 @@ class ComposedPld {
   double tail_above_ = 0.0;       // 1 - prod (1 - infinity_upper)^count, rounded up
   double any_infinity_lower_ = 0.0;  // 1 - prod (1 - infinity_lower)^count, rounded down
   double log_tail_u_ = 0.0, log_tail_c_ = 0.0;  // log tilted mass allowed outside each window
+  // Set once composed (see the constructor): upper_finite's round-off charge and its log, and
+  // the threshold tests' error terms and rounding factors (P low, Q high) and Q's total.
+  double charge_u_ = 0.0, log_charge_u_ = 0.0;
+  double err_p_ = 0.0, err_q_ = 0.0, factor_p_ = 1.0, factor_q_ = 1.0, total_q_ = 0.0;
   PowerStats stats_;
 };
 
