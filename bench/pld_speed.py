@@ -1,6 +1,6 @@
 """PLD epsilon queries beside dp-accounting and prv-accountant on every case of issue 10's speed item.
 
-Usage: PYTHONPATH=$PWD python bench/pld_speed.py [--skip-prv] [--quick]
+Usage: PYTHONPATH=$PWD python bench/pld_speed.py [--skip-prv] [--quick] [--dpacct-only]
 
 For each case: dp-accounting's PLD at its default grid (1e-4, pessimistic estimate)
 and prv-accountant (eps_error 0.01, upper estimate) are timed once each (CPU
@@ -91,8 +91,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--skip-prv", action="store_true", help="do not run prv-accountant")
     parser.add_argument("--quick", action="store_true", help="only the bench grid (first six cases)")
+    parser.add_argument(
+        "--dpacct-only", action="store_true",
+        help="time dpacct alone (the better of two cold CPU times per case) and print the geometric mean: "
+        "run once per tree (PYTHONPATH=TREE) to compare two versions",
+    )
     args = parser.parse_args()
     cases = CASES[:6] if args.quick else CASES
+    if args.dpacct_only:
+        print(f"dpacct from {dpacct.__file__}")
+        times = []
+        for label, sigma, q, steps, delta in cases:
+            runs = [cpu(lambda: dpacct_bounds(sigma, q, steps, delta, 0.005)) for _ in range(2)]
+            (lower, upper), t_ours = min(runs, key=lambda run: run[1])
+            times.append(t_ours)
+            print(f"| {label} | [{lower:.6g}, {upper:.6g}] | {(upper - lower) / upper:.3%} | {t_ours * 1e3:.1f} ms |",
+                  flush=True)
+        print(f"\ngeometric mean of dpacct's CPU: {geometric_mean(times) * 1e3:.1f} ms")
+        return
     print("| case | dpacct [lower, upper] | CPU s | dp-accounting (1e-4) | CPU s | ratio | matched acc. | "
           "upper | CPU s | ratio | prv-accountant | CPU s | ratio |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
