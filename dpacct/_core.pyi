@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 class samplers:
     @staticmethod
@@ -219,7 +219,7 @@ class pld:
     @staticmethod
     def fft_error_bound(size: int) -> float: ...
     @staticmethod
-    def log_power_sum(mass: NDArray[np.float64], slope_steps: NDArray[np.float64]) -> NDArray[np.float64]: ...
+    def log_power_sum(mass: NDArray[np.float64], slope_steps: ArrayLike) -> NDArray[np.float64]: ...
 
 
 class rdp:
