@@ -44,8 +44,8 @@ Plan::Plan(std::size_t n) : n_(n) {
 
 namespace {
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-// Built twice, for AVX2 and for the baseline, and chosen at load time. AVX2 adds no fused
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && defined(__GLIBC__)
+// Built twice, for AVX2 and for the baseline, and chosen at load time (an ifunc: glibc only). AVX2 adds no fused
 // multiply-add (that is FMA's own flag) and -ffp-contract=off forms none: both builds round
 // every operation alike, so their results are the same to the bit.
 #define DPACCT_FFT_CLONES __attribute__((target_clones("avx2", "default")))
