@@ -192,6 +192,25 @@ def test_log_power_sum_matches_mpmath() -> None:
         dpacct._core.pld.log_power_sum(np.array([1.0]), np.array([-1.0]))
 
 
+def test_upper_only_composition() -> None:
+    """``lower=False`` composes the upper masses alone: the same certified upper bounds as the full
+    composition (the same sequence and tilt; the FFT size may differ, hence rel 1e-9), the trivial
+    lower bounds (0 for epsilon and delta; P's tail 0, Q's tail 1)."""
+    step = dpacct._core.pld.gaussian_step(1.0, 1e-3, "add", 1e-3, -40.0, 1 << 24)
+    full = dpacct._core.pld.ComposedPld([step], [1000.0], 2.0, 1 << 20)
+    alone = dpacct._core.pld.ComposedPld([step], [1000.0], 2.0, 1 << 20, lower=False)
+    lo_full, up_full, _ = full.epsilon_bounds(1e-6)
+    lo_alone, up_alone, _ = alone.epsilon_bounds(1e-6)
+    assert 0.0 < lo_full <= up_full and lo_alone == 0.0
+    assert up_alone == pytest.approx(up_full, rel=1e-9)
+    eps = np.array([0.0, 0.1, 0.3])
+    full_lo, full_up = full.delta_bounds(eps)
+    alone_lo, alone_up = alone.delta_bounds(eps)
+    assert np.all(alone_lo == 0.0) and np.all(full_lo[:2] > 0.0)
+    np.testing.assert_allclose(alone_up, full_up, rtol=1e-9)
+    assert alone.tail_p_lower(0.05) == 0.0 and alone.tail_q_upper(0.05) == 1.0
+
+
 def test_fft_convolution_matches_numpy_convolve() -> None:
     """Circular convolution through the FFT equals numpy.convolve on random small PMFs."""
     rng = np.random.default_rng(2)

@@ -247,14 +247,15 @@ void bind_pld(py::module_& m) {
 
   py::class_<dpacct::pld::ComposedPld>(pld, "ComposedPld", "A composed, tilted PLD of one direction; see dpacct.pld.")
       .def(py::init([](const std::vector<const StepPmf*>& steps, const std::vector<double>& counts, double tilt,
-                       std::size_t max_size, double log_window_tail, bool thorough) {
+                       std::size_t max_size, double log_window_tail, bool thorough, bool lower) {
              if (steps.size() != counts.size()) throw std::invalid_argument("steps and counts must have the same length");
              std::vector<std::pair<const StepPmf*, double>> groups;
              for (std::size_t i = 0; i < steps.size(); ++i) groups.emplace_back(steps[i], counts[i]);
              py::gil_scoped_release release;
-             return new dpacct::pld::ComposedPld(groups, tilt, max_size, log_window_tail, thorough);
+             return new dpacct::pld::ComposedPld(groups, tilt, max_size, log_window_tail, thorough, lower);
            }),
-           "steps"_a, "counts"_a, "tilt"_a, "max_size"_a, "log_window_tail"_a = -25.0, "thorough"_a = false)
+           "steps"_a, "counts"_a, "tilt"_a, "max_size"_a, "log_window_tail"_a = -25.0, "thorough"_a = false,
+           "lower"_a = true)
       .def(
           "delta_bounds",
           &delta_bounds_of<dpacct::pld::ComposedPld>,

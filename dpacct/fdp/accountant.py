@@ -194,8 +194,10 @@ class _Engine(PLDAccountant):
 
     def _composed(self, groups: list[tuple[Any, int]], direction: str, discretization: float, tilt: float,
                   log_tail: float = _LOG_TAIL, max_size: int | None = None, window_tail: float = _WINDOW_TAIL,
-                  thorough: bool = False) -> Any:
-        built = super()._composed(groups, direction, discretization, tilt, log_tail, max_size, window_tail, thorough)
+                  thorough: bool = False, lower: bool = True) -> Any:
+        built = super()._composed(
+            groups, direction, discretization, tilt, log_tail, max_size, window_tail, thorough, lower
+        )
         return built if isinstance(built, _Guarded) else _Guarded(built)
 
     def _step(self, spec: Any, direction: str, discretization: float, log_tail: float = _LOG_TAIL) -> Any:

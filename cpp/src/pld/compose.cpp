@@ -122,7 +122,7 @@ long scan(F value, long from, long to) {
 }  // namespace
 
 ComposedPld::ComposedPld(const std::vector<std::pair<const StepPmf*, double>>& groups, double tilt,
-                         std::size_t max_size, double log_window_tail, bool thorough)
+                         std::size_t max_size, double log_window_tail, bool thorough, bool lower)
     : tilt_(tilt), log_tail_u_(log_window_tail), log_tail_c_(log_window_tail) {
   require_nonnegative_finite("tilt", tilt);
   if (!(log_window_tail <= -25.0 && log_window_tail >= -700.0)) fail("log_window_tail", "in [-700, -25]", log_window_tail);
@@ -179,6 +179,8 @@ ComposedPld::ComposedPld(const std::vector<std::pair<const StepPmf*, double>>& g
   tail_above_ = std::min(-std::expm1(log_no_infinity_upper) * (1.0 + 16.0 * kU), 1.0);
   any_infinity_lower_ = std::max(-std::expm1(log_no_infinity) * (1.0 - 16.0 * kU), 0.0);
   if (!has_upper_ || upper_finite_empty_) upper.clear();
+  lower_ = lower;
+  labels_empty_ = labels_empty_ || !lower;  // (not composed: the lower bounds below are the trivial ones)
   if (labels_empty_) {
     cells_p.clear();
     cells_q.clear();
@@ -374,6 +376,7 @@ double ComposedPld::tail_p_lower(double y) const {
 }
 
 double ComposedPld::tail_q_upper(double y) const {
+  if (!lower_) return 1.0;  // the labels were not composed: only the trivial bound
   if (sq_.empty()) return 0.0;
   const double d = discretization_;
   const long n = static_cast<long>(size_);

@@ -117,9 +117,11 @@ class ComposedPld {
   // tilted mass near its epsilon (delta(0), a difference of two masses near
   // 1/2) needs a deeper cut than the default e^-25 ~ 1.4e-11.
   // `thorough` spends more direct sums on the live frequencies of the FFT power
-  // (power.hpp), for the same kind of query.
+  // (power.hpp), for the same kind of query. `lower` = false composes the upper masses
+  // alone (no label sequences: the lower bounds are then the trivial ones, 0 but for the
+  // +inf mass), for a direction whose upper bound only has to fall below another's lower.
   ComposedPld(const std::vector<std::pair<const StepPmf*, double>>& groups, double tilt, std::size_t max_size,
-              double log_window_tail = -25.0, bool thorough = false);
+              double log_window_tail = -25.0, bool thorough = false, bool lower = true);
 
   // Certified bounds on delta(epsilon) for this direction (lower <= upper).
   void delta_bounds(double epsilon, double* lower, double* upper) const;
@@ -173,7 +175,8 @@ class ComposedPld {
   bool has_upper_ = true;
   bool empty_ = true;             // nothing composed (loss 0 with probability 1)
   bool upper_finite_empty_ = false;  // the composed grid masses are all 0 (everything at +inf)
-  bool labels_empty_ = false;     // the composed label masses are all 0
+  bool labels_empty_ = false;     // the composed label masses are all 0 (or, !lower_, not composed)
+  bool lower_ = true;             // the label sequences were composed (the constructor's `lower`)
   bool single_ = false;           // one step, count 1: no transform (exact entries)
   long window_start_ = 0;         // loss index of entry 0 of s1_ and s2_
   long cells_start_ = 0;          // label sum of entry 0 of sp_ and sq_
