@@ -1412,6 +1412,13 @@ class PLDAccountant(Accountant):
             # for 2.4 % instead of 10 %; beyond _TV_SIZE points the interval stays wider.
             effort = _TV_SIZE
         if self._discretization is None and epsilon > 0.0:
+            if irrelevant_below > 0.0 and self._probe is None:
+                # As in an epsilon query: the upper masses alone first, the labels only if this
+                # direction's delta may reach the other's lower bound.
+                alone = self._composed(groups, direction, discretization, tilt, lower=False)
+                up = float(alone.delta_bounds(np.array([epsilon]))[1][0])
+                if up <= irrelevant_below:
+                    return best_lower, min(best_upper, up)
             composed = self._composed(groups, direction, discretization, tilt)  # (cached for the loop below)
             lo, up = (float(x[0]) for x in composed.delta_bounds(np.array([epsilon])))
             best_lower, best_upper = max(best_lower, lo), min(best_upper, up)
