@@ -154,6 +154,35 @@ std::size_t heaviest_window(const std::vector<double>& p, std::size_t width) {
 
 }  // namespace
 
+namespace {
+
+// Error-free transformations (no fused multiply-add needed): a + b = s + e exactly (Knuth's
+// TwoSum) and a b = p + e exactly (Dekker's product with Veltkamp's split), barring overflow
+// and underflow (Dekker, "A floating-point technique for extending the available precision",
+// Numer. Math. 18, 1971).
+inline void two_sum(double a, double b, double* s, double* e) {
+  *s = a + b;
+  const double bb = *s - a;
+  *e = (a - (*s - bb)) + (b - bb);
+}
+
+inline void split(double a, double* hi, double* lo) {
+  constexpr double kSplitter = 134217729.0;  // 2^27 + 1
+  const double c = kSplitter * a;
+  *hi = c - (c - a);
+  *lo = a - *hi;
+}
+
+inline void two_product(double a, double b, double* p, double* e) {
+  *p = a * b;
+  double ah = 0.0, al = 0.0, bh = 0.0, bl = 0.0;
+  split(a, &ah, &al);
+  split(b, &bh, &bl);
+  *e = al * bl - (((*p - ah * bh) - al * bh) - ah * bl);
+}
+
+}  // namespace
+
 Tilted tilt_sequence(const std::vector<double>& log_mass, long low, double slope, double d) {
   Tilted t;
   t.low = low;
@@ -172,19 +201,37 @@ Tilted tilt_sequence(const std::vector<double>& log_mass, long low, double slope
   }
   t.p.resize(n);
   double l2 = 0.0;
-  // Each exponent carries <= (|log m| + |slope k D| + |log norm| + 4) u of absolute error
-  // (the sums and the exp), i.e. that much relative error in its entry. The largest of these
-  // over the entries at >= e^-50 of the total is the sequence's relative rounding; the entries
-  // below count with their own error times their size, an absolute error (at most
-  // denorm_min each where they underflow). Far tails at log-masses of -1e4 had set the
-  // relative rounding of every entry: at sigma=8.39, q=2.5e-8, T=25 it came to 1.3e-10,
-  // which the lower bound of delta(0) (a difference of two masses near 1/2) lost 2 % to.
+  // The exponent x = log m + slope k D - log norm is carried exactly as hi + lo (the
+  // error-free transformations above; k D and slope k D as exact products), and the entry is
+  // e^hi (1 + lo): its relative error is that of exp (1 ulp) and of the product and sum, lo's
+  // own rounding and lo^2 / 2 (|lo| <= u S), within 4 u + 4 u^2 (S + S^2) for
+  // S = |log m| + |slope k D| + |log norm| + 4.
+  // Rounded directly, x erred by (|log m| + |slope k D| + |log norm| + 4) u, that much relative
+  // error in the entry (about 100 u for masses near e^-50), and the composer multiplies the
+  // relative rounding by T: at T = 8.5e7 it had cost delta(0) ~ 1e-4 (sigma=3.77,
+  // q=1.05e-7), a difference of two masses near 1/2, 1.8 % of its width.
+  // The largest relative error over the entries at >= e^-50 of the total is the sequence's
+  // relative rounding; the entries below count with their own error times their size, an
+  // absolute error (at most denorm_min each where they underflow). Far tails at log-masses of
+  // -1e4 had set the relative rounding of every entry: at sigma=8.39, q=2.5e-8, T=25 it came
+  // to 1.3e-10, which the lower bound of delta(0) lost 2 % to.
   constexpr double kSmall = -50.0;
   double largest = 0.0, absolute = 0.0;
   for (std::size_t j = 0; j < n; ++j) {
-    t.p[j] = std::exp(logs[j] - t.log_norm);
+    if (log_mass[j] == kNegInf) {
+      t.p[j] = 0.0;
+      continue;
+    }
+    double kd_hi = 0.0, kd_lo = 0.0, t_hi = 0.0, t_err = 0.0, s_hi = 0.0, s_lo = 0.0, r_hi = 0.0, r_lo = 0.0;
+    two_product(static_cast<double>(low + static_cast<long>(j)), d, &kd_hi, &kd_lo);
+    two_product(slope, kd_hi, &t_hi, &t_err);
+    const double t_lo = t_err + slope * kd_lo;
+    two_sum(log_mass[j], t_hi, &s_hi, &s_lo);
+    two_sum(s_hi, -t.log_norm, &r_hi, &r_lo);
+    const double lo = (s_lo + r_lo) + t_lo;
+    const double e = std::exp(r_hi);
+    t.p[j] = e + e * lo;
     l2 += t.p[j] * t.p[j];
-    if (log_mass[j] == kNegInf) continue;
     const double kd = static_cast<double>(low + static_cast<long>(j)) * d;
     const double own = std::fabs(log_mass[j]) + std::fabs(slope * kd);
     if (logs[j] - t.log_norm >= kSmall) {
@@ -195,7 +242,8 @@ Tilted tilt_sequence(const std::vector<double>& log_mass, long low, double slope
     }
   }
   t.l2 = std::sqrt(l2);
-  t.max_rounding = 2.0 * kU * (largest + std::fabs(t.log_norm) + 4.0);
+  const double size = largest + std::fabs(t.log_norm) + 4.0;
+  t.max_rounding = 4.0 * kU + 4.0 * kU * kU * size * (1.0 + size);
   t.absolute_rounding = absolute * (1.0 + 1e-6);
   return t;
 }
