@@ -47,9 +47,9 @@ double GaussianPair::loss_inf() const { return kNegInf; }
 double GaussianPair::loss_sup() const { return kInf; }
 double GaussianPair::clamp_low(double log_tail) const { return -normal_tail_point(log_tail) * sigma_; }
 double GaussianPair::clamp_high(double log_tail) const { return 1.0 + normal_tail_point(log_tail) * sigma_; }
-// (The same standardised edges as edge_p and edge_q, so that both describe one partition.)
+// (Both by quadrature on the cell (xa, xb] itself, so that P and Q describe one partition.)
 bool GaussianPair::cell_masses(double xa, double xb, Mass* p, Mass* q) const {
-  return normal_cell_mass((xa - 1.0) / sigma_, (xb - 1.0) / sigma_, p) && normal_cell_mass(xa / sigma_, xb / sigma_, q);
+  return normal_cell_mass(xa, xb, 1.0, sigma_, p) && normal_cell_mass(xa, xb, 0.0, sigma_, q);
 }
 
 // ---------------------------------------------------------------- Laplace
@@ -158,7 +158,7 @@ double MixtureGaussianPair::clamp_high(double log_tail) const {
   return c_max_ + normal_tail_point(log_tail) * sigma_;
 }
 bool MixtureGaussianPair::cell_masses(double xa, double xb, Mass* p, Mass* q) const {
-  if (!normal_cell_mass(xa / sigma_, xb / sigma_, q)) return false;
+  if (!normal_cell_mass(xa, xb, 0.0, sigma_, q)) return false;
   // Positive weights: the components' intervals add up (in log space, with a few ulps per term).
   Mass total{kNegInf, kNegInf};
   double magnitudes = 0.0;
@@ -168,7 +168,7 @@ bool MixtureGaussianPair::cell_masses(double xa, double xb, Mass* p, Mass* q) co
   }
   for (std::size_t i = 0; i < c_.size(); ++i) {
     Mass m{};
-    if (!normal_cell_mass((xa - c_[i]) / sigma_, (xb - c_[i]) / sigma_, &m)) return false;
+    if (!normal_cell_mass(xa, xb, c_[i], sigma_, &m)) return false;
     total = {log_add(total.lo, log_w_[i] + m.lo), log_add(total.hi, log_w_[i] + m.hi)};
     magnitudes += std::fabs(log_w_[i]);
   }

@@ -90,13 +90,20 @@ double hermite16_bound(double z) {
 
 }  // namespace
 
-bool normal_cell_mass(double za, double zb, Mass* out) {
-  if (!(std::isfinite(za) && std::isfinite(zb) && za < zb)) return false;
-  const double half = 0.5 * (zb - za);
+bool normal_cell_mass(double xa, double xb, double mean, double sigma, Mass* out) {
+  if (!(std::isfinite(xa) && std::isfinite(xb) && xa < xb && sigma > 0.0)) return false;
+  // The rule integrates over [xa, xa + 2 hx]: hx = (xb - xa) / 2 within u of exact, so the far
+  // end is within u (xb - xa) of xb, a sliver of relative mass <= u e^{(far^2 - near^2) / 2}
+  // <= 10 u (the width below keeps far^2 - near^2 <= 4.5). The standardised ends serve the
+  // bounds only; they are widened by a few ulps.
+  const double hx = 0.5 * (xb - xa);
+  const double half = hx / sigma;
   if (!(half <= 0.25)) return false;
-  const double mid = za + half;
-  const double near = (za <= 0.0 && zb >= 0.0) ? 0.0 : std::min(std::fabs(za), std::fabs(zb));
-  const double far = std::max(std::fabs(za), std::fabs(zb));
+  const double za = (xa - mean) / sigma, zb = (xb - mean) / sigma;
+  const double ulps = 8.0 * kUnit;
+  const double near =
+      (za <= 0.0 && zb >= 0.0) ? 0.0 : std::min(std::fabs(za), std::fabs(zb)) * (1.0 - ulps);
+  const double far = std::max(std::fabs(za), std::fabs(zb)) * (1.0 + ulps);
   // Beyond |z| = 4.5 the rounding below (8 u z^2) outgrows what it would buy: the tail CDFs there
   // are differenced in log space, good to ulps of the tail, and the cells hold < 4e-6 of the mass.
   if (far > 4.5) return false;
@@ -105,32 +112,29 @@ bool normal_cell_mass(double za, double zb, Mass* out) {
   // 2n-th derivative of phi is He_2n phi, and phi <= phi(near) on the cell): the 4-point rule
   // where that is below a thousandth of an ulp of the mass (narrow cells), else the 8-point one.
   const double n2 = near * near;
-  const double width = 2.0 * half;
+  const double width = 2.0 * half * (1.0 + ulps);
   const double width2 = width * width, width4 = width2 * width2, width8 = width4 * width4;
   const double smallest = width * std::exp(-0.5 * (far * far - n2));  // <= the mass / phi(near)
   double quadrature = kGaussLegendre4 * width8 * width * hermite8_bound(far);
   double sum = 0.0;
+  // Node i at xa + hx (1 + t_i): its position rounds (an ulp of x and of z), the cell does not.
+  auto term = [&](double t, double w) {
+    const double z = (xa + hx * (1.0 + t) - mean) / sigma;
+    return w * std::exp(-0.5 * (z * z - n2));
+  };
   if (quadrature <= 1e-3 * kUnit * smallest) {
-    for (int i = 0; i < 2; ++i) {
-      for (double sign : {-1.0, 1.0}) {
-        const double z = mid + sign * half * kNodes4[i];
-        sum += kWeights4[i] * std::exp(-0.5 * (z * z - n2));
-      }
-    }
+    for (int i = 0; i < 2; ++i) sum += term(-kNodes4[i], kWeights4[i]) + term(kNodes4[i], kWeights4[i]);
   } else {
     quadrature = kGaussLegendre8 * width8 * width8 * width * hermite16_bound(far);
-    for (int i = 0; i < 4; ++i) {
-      for (double sign : {-1.0, 1.0}) {
-        const double z = mid + sign * half * kNodes[i];
-        sum += kWeights[i] * std::exp(-0.5 * (z * z - n2));
-      }
-    }
+    for (int i = 0; i < 4; ++i) sum += term(-kNodes[i], kWeights[i]) + term(kNodes[i], kWeights[i]);
   }
   const double value = half * sum;
-  // Rounding: each node moves by a few ulps of |z| (and the rule's interval with it, a change
-  // second order in the width), each exponent errs by a few ulps of z^2, and the sum of (at
-  // most eight) positive terms by 8 ulps: 8 u (far^2 + 4) in all, relative.
-  const double relative = 8.0 * kUnit * (far * far + 4.0);
+  // Rounding: each node moves by a few ulps of |x| / sigma and |z| (an evaluation-point change:
+  // about |z| times that, relative), each exponent errs by a few ulps of z^2, the sum of (at
+  // most eight) positive terms by 8 ulps, half and the product by 3, the sliver above by 10:
+  // within 8 u (far^2 + far |x| / sigma + 4) in all, relative, about four times over.
+  const double reach = std::max(std::fabs(xa), std::fabs(xb)) / sigma;
+  const double relative = 8.0 * kUnit * (far * far + far * reach + 4.0);
   const double low = value * (1.0 - relative) - quadrature;
   if (!(low > 0.0)) return false;
   const double high = value * (1.0 + relative) + quadrature;
