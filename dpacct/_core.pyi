@@ -220,6 +220,18 @@ class pld:
     @staticmethod
     def fft_error_bound(size: int) -> float: ...
     @staticmethod
+    def gaussian_cell(
+        noise_multiplier: float, sampling_probability: float, direction: str, xa: float, xb: float
+    ) -> tuple[
+        float, float, tuple[float, float] | None, tuple[float, float] | None, tuple[float, float] | None
+    ]: ...
+    @staticmethod
+    def spread_fraction(own_low: float, own_high: float, a: float, span: float) -> float: ...
+    @staticmethod
+    def tilt_sequence(
+        log_mass: NDArray[np.float64], low: int, slope: float, discretization: float
+    ) -> tuple[NDArray[np.float64], float, float, float]: ...
+    @staticmethod
     def log_power_sum(mass: NDArray[np.float64], slope_steps: ArrayLike) -> NDArray[np.float64]: ...
 
 

@@ -399,6 +399,40 @@ void bind_pld(py::module_& m) {
       "spectrum"_a, "Unnormalised inverse of rfft (test hook).");
   pld.def("fft_error_bound", &dpacct::fft::error_bound, "size"_a, "Relative 2-norm error bound of one FFT.");
   pld.def(
+      "gaussian_cell",
+      [](double noise_multiplier, double sampling_probability, const std::string& direction, double xa,
+         double xb) -> py::tuple {
+        std::shared_ptr<const MonotonePair> pair = std::make_shared<dpacct::pld::Subsampled>(
+            std::make_shared<dpacct::pld::GaussianPair>(noise_multiplier), sampling_probability);
+        if (parse_direction(direction)) pair = std::make_shared<dpacct::pld::Swapped>(pair);
+        const double loss = pair->loss(xb);
+        const double error = pair->has_loss_error() ? pair->loss_error(xb, loss) : -1.0;
+        dpacct::pld::Mass p{}, q{}, own{};
+        if (!pair->cell_masses(xa, xb, &p, &q, &own)) return py::make_tuple(loss, error, py::none(), py::none(), py::none());
+        return py::make_tuple(loss, error, py::make_tuple(p.lo, p.hi), py::make_tuple(q.lo, q.hi),
+                              py::make_tuple(own.lo, own.hi));
+      },
+      "noise_multiplier"_a, "sampling_probability"_a, "direction"_a, "xa"_a, "xb"_a,
+      "Test hook: for the Poisson-subsampled Gaussian pair of one direction, (loss(xb), its error bound, and the "
+      "cell (xa, xb]'s certified log P-mass, log Q-mass and own-loss intervals, or None where the quadrature "
+      "does not apply).");
+  pld.def(
+      "spread_fraction",
+      [](double own_low, double own_high, double a, double span) {
+        return dpacct::pld::spread_fraction(dpacct::pld::Mass{own_low, own_high}, a, span);
+      },
+      "own_low"_a, "own_high"_a, "a"_a, "span"_a,
+      "Test hook: the certified lower end of a connect-the-dots cell's fraction at its lower loss a.");
+  pld.def(
+      "tilt_sequence",
+      [](const Array& log_mass, long low, double slope, double discretization) {
+        const dpacct::pld::Tilted t = dpacct::pld::tilt_sequence(to_vector(log_mass, "log_mass"), low, slope, discretization);
+        return py::make_tuple(to_array(t.p), t.log_norm, t.max_rounding, t.absolute_rounding);
+      },
+      "log_mass"_a, "low"_a, "slope"_a, "discretization"_a,
+      "Test hook: the composer's tilted, normalised entries (entries, log normaliser, relative rounding of the "
+      "entries at >= e^-50 of the total, summed absolute rounding of the others).");
+  pld.def(
       "log_power_sum",
       [](const Array& mass, const Array& slope_steps) {
         if (mass.ndim() != 1 || mass.size() == 0) throw std::invalid_argument("mass must be a non-empty 1-d array");

@@ -45,17 +45,17 @@ void walk_cells(const MonotonePair& pair, const std::vector<std::pair<double, do
     // An empty cell (the inverse loss rounded onto its neighbour) joins the next one, whose
     // losses then start at the last edge walked to (a).
     if (!(x > x_prev)) continue;
-    Mass pm{}, qm{};
-    walk.next(x, &pm, &qm);
+    Mass pm{}, qm{}, own_loss_interval{};
+    walk.next(x, &pm, &qm, &own_loss_interval);
     x_prev = x;
     const double cell_low = a;
     a = b;
     if (pm.hi == kNegInf) continue;
-    const double fraction = spread_fraction(pm, qm, cell_low, b - cell_low);
+    const double fraction = spread_fraction(own_loss_interval, cell_low, b - cell_low);
     if (fraction > 0.0) points.add(cell_low, pm.hi + std::log(fraction));
     if (fraction < 1.0) points.add(b, pm.hi + std::log1p(-fraction) + 4.0 * kU);
     if (pm.lo > kNegInf) {
-      const double own = 0.5 * (pm.lo + pm.hi - qm.lo - qm.hi);
+      const double own = 0.5 * (own_loss_interval.lo + own_loss_interval.hi);
       rare.label.push_back(std::isfinite(own) ? std::clamp(own, cell_low, b) : b);
       rare.log_p.push_back(pm.lo);
       rare.log_q.push_back(qm.hi);

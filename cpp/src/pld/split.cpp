@@ -121,6 +121,13 @@ SplitStep discretize_split(const MonotonePair& pair, double d, long ratio, long 
     return pair.x_of(static_cast<double>(a) * (rare ? dc : d));
   };
   CellWalk walk(pair, edge_x(0));
+  // Each part's loss_slack from its own cells' edges (SlackMeter): the small part's losses are
+  // tiny at tiny q, the rare part's are not.
+  const double small_largest = n_b > 0 ? std::max(std::fabs(static_cast<double>(b1) * d), std::fabs(static_cast<double>(b2 + 1) * d)) : 0.0;
+  const double rare_largest = n_a + n_c > 0 ? std::max(std::fabs(static_cast<double>(r_lo) * dc), std::fabs(static_cast<double>(r_hi) * dc)) : 0.0;
+  SlackMeter small_meter(pair, small_largest), rare_meter(pair, rare_largest);
+  const bool first_clamped = !(band_only && b1 > k_low), last_clamped = !(band_only && b2 < k_high);
+  double x_prev = edge_x(0);
   for (long c = 0; c < total_cells; ++c) {
     bool rare = false;
     long a = 0;
@@ -128,10 +135,14 @@ SplitStep discretize_split(const MonotonePair& pair, double d, long ratio, long 
     StepPmf& part = rare ? ra : sm;
     const double grid = rare ? dc : d;
     const double x_next = edge_x(c + 1);
-    Mass pm{}, qm{};
-    walk.next(x_next, &pm, &qm);
+    SlackMeter& meter = rare ? rare_meter : small_meter;
+    meter.edge(x_prev, static_cast<double>(a) * grid, c == 0 && first_clamped ? -1 : 0);
+    meter.edge(x_next, static_cast<double>(a + 1) * grid, c + 1 == total_cells && last_clamped ? 1 : 0);
+    x_prev = x_next;
+    Mass pm{}, qm{}, own{};
+    walk.next(x_next, &pm, &qm, &own);
     if (pm.lo > kNegInf && qm.hi > kNegInf) {
-      const double ratio_loss = 0.5 * (pm.lo + pm.hi - qm.lo - qm.hi) / grid;
+      const double ratio_loss = 0.5 * (own.lo + own.hi) / grid;
       const long first = part.label_low, last = part.label_low + static_cast<long>(part.log_p.size()) - 1;
       const long label =
           std::clamp(std::lround(std::isfinite(ratio_loss) ? ratio_loss : static_cast<double>(a)), first, last);
@@ -139,7 +150,7 @@ SplitStep discretize_split(const MonotonePair& pair, double d, long ratio, long 
       part.log_p[j] = log_add(part.log_p[j], pm.lo);
       part.log_q[j] = log_add(part.log_q[j], qm.hi);
     }
-    split_cell(pm, qm, a, a + 1, grid, part.upper_low, part.log_upper);
+    split_cell_by_loss(pm, own, a, a + 1, grid, part.upper_low, part.log_upper);
   }
   // Clamped tails, as in discretize(): the smallest losses move up one grid point
   // of the part holding the lowest cell; the largest go to +inf (rare part). In band_only
@@ -160,8 +171,9 @@ SplitStep discretize_split(const MonotonePair& pair, double d, long ratio, long 
   }
   summarise(sm);
   summarise(ra);
-  const double slack = 64.0 * kUnit * (1.0 + std::max(sm.max_abs_loss, ra.max_abs_loss)) + pair.extra_loss_error();
-  sm.loss_slack = ra.loss_slack = slack;
+  const double flat = 64.0 * kUnit * (1.0 + std::max(sm.max_abs_loss, ra.max_abs_loss)) + pair.extra_loss_error();
+  sm.loss_slack = small_meter.tight() ? small_meter.slack() : flat;
+  ra.loss_slack = rare_meter.tight() ? rare_meter.slack() : flat;
   return out;
 }
 

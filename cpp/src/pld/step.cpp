@@ -151,28 +151,39 @@ Mass intersect(const Mass& a, const Mass& b) {
   return both;
 }
 
-double exp_down(double v, double v_err) { return std::exp(v - v_err - 2.0 * kUnit * (1.0 + std::fabs(v))); }
 
-double spread_fraction(const Mass& m, const Mass& w, double a, double span) {
-  if (w.lo == kNegInf || !(span > 0.0)) return 0.0;
-  // Fraction at a: (w e^{a} / m - e^{-span}) / (1 - e^{-span}), taken at its certified lower
-  // end (w low, m high).
-  const double arg = w.lo + a - m.hi;
-  const double ratio = exp_down(arg, kUnit * (std::fabs(w.lo) + std::fabs(a) + std::fabs(m.hi)));
-  // e^{-span} and 1 - e^{-span}: a step's cells mostly share one span (the grid width), so
-  // the last pair is kept per thread and reused for the same span (the same values).
-  thread_local double last_span = -1.0, e_minus = 1.0, one_minus = 0.0;
-  if (span != last_span) {
-    e_minus = std::exp(-span);
-    one_minus = -std::expm1(-span);
-    last_span = span;
-  }
-  const double fraction = (ratio * (1.0 - 2.0 * kUnit) - e_minus * (1.0 + 2.0 * kUnit)) / (one_minus * (1.0 + 4.0 * kUnit));
-  return std::clamp(fraction * (1.0 - 4.0 * kUnit), 0.0, 1.0);
+Mass own_loss(const Mass& p, const Mass& q) {
+  // (A certainly empty Q side makes the own loss +inf; an empty P side, -inf: never inf - inf.)
+  const double lo = p.lo == kNegInf ? kNegInf : (q.hi == kNegInf ? kInf : p.lo - q.hi);
+  const double hi = q.lo == kNegInf ? kInf : p.hi - q.lo;
+  // Each difference rounds once (by at most u of its terms); +-inf ends stay as they are.
+  return {std::isfinite(lo) ? lo - kUnit * (std::fabs(p.lo) + std::fabs(q.hi)) : lo,
+          std::isfinite(hi) ? hi + kUnit * (std::fabs(p.hi) + std::fabs(q.lo)) : hi};
 }
 
-void split_cell(const Mass& m, const Mass& w, long a, long b, double d, long upper_low,
-                std::vector<double>& log_upper) {
+double spread_fraction(const Mass& own, double a, double span) {
+  if (!(span > 0.0) || !(own.hi < kInf)) return 0.0;  // (no spread, or no Q-mass: all at the top)
+  if (own.hi == kNegInf) return 1.0;
+  // a = k * d and span = (b - a) * d are each within u of the grid's exact values, and
+  // t = own - a and s = span - t round once each: s is within u (|a| + |span| + |t| + |s|)
+  // of its exact value, charged twice over. The fraction increases with s; expm1 is within
+  // 1 ulp and the division rounds once (6 u charged for these and span's own rounding).
+  const double t = own.hi - a;
+  const double s = span - t;
+  const double s_low = s - kUnit * (std::fabs(a) + std::fabs(span) + std::fabs(t) + std::fabs(s));
+  if (!(s_low > 0.0)) return 0.0;
+  // A step's cells mostly share one span (the grid width): the last expm1(span) is kept per thread.
+  thread_local double last_span = -1.0, expm1_span = 0.0;
+  if (span != last_span) {
+    expm1_span = std::expm1(span);
+    last_span = span;
+  }
+  const double fraction = std::expm1(s_low) / expm1_span * (1.0 - 6.0 * kUnit);
+  return std::clamp(fraction, 0.0, 1.0);
+}
+
+void split_cell_by_loss(const Mass& m, const Mass& own, long a, long b, double d, long upper_low,
+                        std::vector<double>& log_upper) {
   if (m.hi == kNegInf) return;
   const auto ia = static_cast<std::size_t>(a - upper_low);
   const auto ib = static_cast<std::size_t>(b - upper_low);
@@ -181,9 +192,14 @@ void split_cell(const Mass& m, const Mass& w, long a, long b, double d, long upp
     return;
   }
   // The rest of m (high) goes to b.
-  const double fraction = spread_fraction(m, w, static_cast<double>(a) * d, static_cast<double>(b - a) * d);
+  const double fraction = spread_fraction(own, static_cast<double>(a) * d, static_cast<double>(b - a) * d);
   if (fraction > 0.0) log_upper[ia] = log_add(log_upper[ia], m.hi + std::log(fraction));
   if (fraction < 1.0) log_upper[ib] = log_add(log_upper[ib], m.hi + std::log1p(-fraction) + 4.0 * kUnit);
+}
+
+void split_cell(const Mass& m, const Mass& w, long a, long b, double d, long upper_low,
+                std::vector<double>& log_upper) {
+  split_cell_by_loss(m, own_loss(m, w), a, b, d, upper_low, log_upper);
 }
 
 void summarise(StepPmf& step) {

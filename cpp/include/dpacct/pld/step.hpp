@@ -10,15 +10,17 @@
 // Distributions", PoPETs 2022, arXiv:2207.04380, Thm 3.3). `log_upper[j]` is
 // the log-mass at loss (upper_low + j) D, and `infinity_upper` the mass at
 // +inf. It must be a *pessimistic* stand-in for the true loss L under P:
-// obtainable from L by mean-preserving spreads of Y = e^{-L} and by moving
-// mass to larger losses. delta(eps) = E[g(Y_1 ... Y_T)] with
-// g(y) = (1 - e^eps prod y)_+ convex and non-increasing in each y_t, so
+// obtainable from L by mean-preserving spreads of Y = e^{-L}, by moving
+// mass to larger losses and by adding mass. delta(eps) = E[g(Y_1 ... Y_T)] with
+// g(y) = (1 - e^eps prod y)_+ >= 0, convex and non-increasing in each y_t, so
 // conditional Jensen (independent steps) makes every composed delta an upper
 // bound. A cell whose loss lies in [a, b] (any two grid points) with P-mass m
 // and Q-mass w = E_P[e^{-L}; cell] is spread to a and b with
-//     p_a = (w - m e^{-b}) / (e^{-a} - e^{-b}),  p_b = m - p_a,
-// which keeps m and E[e^{-L}] (the split is taken at the certified lower end
-// of p_a: the rest, moved up to b, only raises delta).
+//     p_a = f m,  p_b = (1 - f) m,  f = (e^{a - l} - e^{-(b - a)}) / (1 - e^{-(b - a)}),
+// l = log(m / w) the cell's own loss, which keeps m and E[e^{-L}]. It is taken
+// with f at its certified lower end and m at its upper end (spread_fraction):
+// against the exact split that is mass moved up to b or added at a or b, so
+// E[e^{-L}] of a step may exceed 1 by the masses' rounding (~1e-14).
 //
 // LOWER (data processing). Labelling each output by an integer label is
 // post-processing, and so is labelling the composed output by the sum K of
@@ -108,17 +110,26 @@ Mass log_difference(double x, double y);
 // log P(a < X <= b) as an interval, from the edge data at a and b.
 Mass log_interval(const Edge& a, const Edge& b);
 
-// exp(v) rounded down, for v itself computed with absolute error <= v_err.
-double exp_down(double v, double v_err);
 
-// The certified lower end of the fraction of a cell's P-mass (interval `m`, log) that the
-// connect-the-dots split puts at its lower loss a, for Q-mass `w` (log) and losses in
-// [a, a + span]; the rest of m's upper end goes to a + span (which only raises delta).
-double spread_fraction(const Mass& m, const Mass& w, double a, double span);
-// Appends the connect-the-dots split of a cell with P-mass interval `m` and
-// Q-mass interval `w` (logs) whose losses lie in [a D, b D] (a <= b grid
-// indices) to `log_upper` (indexed from `upper_low`). When b == a the whole
-// upper end of m goes to a.
+// A certified interval for a cell's own loss log(P(cell) / Q(cell)) from its P- and Q-mass
+// intervals (logs): [p.lo - q.hi, p.hi - q.lo], rounded outward.
+Mass own_loss(const Mass& p, const Mass& q);
+
+// The certified lower end of the fraction of a cell's P-mass that the connect-the-dots split
+// puts at its lower loss a, for losses in [a, a + span] and the cell's own loss log(P / Q) in
+// `own`: (e^{a - own} - e^{-span}) / (1 - e^{-span}) = expm1(span - (own - a)) / expm1(span),
+// taken at own.hi. The rest of the P-mass's upper end goes to a + span. (With the fraction
+// at its lower end and the mass at its upper end, the split holds at least the true one's
+// mass at a + span and at a either more, mass created, or less, mass moved up to a + span:
+// both only raise delta.) The fraction is first order in (own - a) / span, so the
+// absolute accuracy of `own` is what counts where cells are narrow.
+double spread_fraction(const Mass& own, double a, double span);
+// Appends the connect-the-dots split of a cell with P-mass interval `m` and own loss `own`
+// (logs) whose losses lie in [a D, b D] (a <= b grid indices) to `log_upper` (indexed from
+// `upper_low`). When b == a the whole upper end of m goes to a.
+void split_cell_by_loss(const Mass& m, const Mass& own, long a, long b, double d, long upper_low,
+                        std::vector<double>& log_upper);
+// The same with the cell's Q-mass interval `w` (log) in place of its own loss.
 void split_cell(const Mass& m, const Mass& w, long a, long b, double d, long upper_low,
                 std::vector<double>& log_upper);
 
