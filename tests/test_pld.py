@@ -302,7 +302,8 @@ def test_tilted_entries_carry_a_few_ulps() -> None:
     -50, which the composer multiplies by T), the smaller ones within the reported absolute rounding."""
     rng = np.random.default_rng(12)
     with mp.workdps(40):
-        for slope, d, low in ((0.0, 1e-4, -300), (3.7, 1e-4, -90000), (4.7e5, 3e-10, -700), (0.6, 0.013, 5)):
+        cases = ((0.0, 1e-4, -300), (3.7, 1e-4, -90000), (4.7e5, 3e-10, -700), (0.6, 0.013, 5), (0.3, 1e-9, (1 << 26) + 5))
+        for slope, d, low in cases:  # (the last past 2^26 lattice points: Dekker's product per entry)
             log_mass = rng.uniform(-60.0, 0.0, size=1500)
             log_mass[rng.random(1500) < 0.05] = -np.inf
             p, log_norm, relative, absolute = dpacct._core.pld.tilt_sequence(log_mass, low, slope, d)

@@ -263,11 +263,26 @@ bool Subsampled::cell_masses(double xa, double xb, Mass* p, Mass* q, Mass* own) 
                         2.0 * kUnit * (share_1mq * (std::fabs(log_1mq_) + std::fabs(base_q.hi)) +
                                        share_q * (std::fabs(log_q_) + std::fabs(base_p.hi)));
   *p = {lo - margin, hi + margin};
-  // lift is increasing: its values at the ends, rounded outward (the ends are exact inputs).
-  const double own_lo = lift(base_own.lo), own_hi = lift(base_own.hi);
-  const double err_lo = lift_error(base_own.lo, own_lo, 0.0), err_hi = lift_error(base_own.hi, own_hi, 0.0);
+  // lift is increasing: its value at the upper end rounded up, and the lower end from it by the
+  // slope q e^l / (1 - q + q e^l) <= min(1, q e^{l_hi} / (1 - q)) over the (tiny) interval.
   const Mass plain = own_loss(*p, *q);
-  *own = err_lo >= 0.0 && err_hi >= 0.0 ? intersect(plain, Mass{own_lo - err_lo, own_hi + err_hi}) : plain;
+  const double l_hi = base_own.hi, l_lo = base_own.lo;
+  if (!(std::isfinite(l_hi) && std::isfinite(l_lo) && l_hi <= 700.0)) {
+    *own = plain;
+    return true;
+  }
+  const double y = q_ * std::expm1(l_hi);
+  const double own_hi = std::log1p(y);
+  const double a = 3.0 * kUnit * std::fabs(y);
+  const double floor = 1.0 + y - a;
+  if (!(floor > 0.0)) {
+    *own = plain;
+    return true;
+  }
+  const double err_hi = 2.0 * kUnit * std::fabs(own_hi) + a / floor * (1.0 + 4.0 * kUnit) + 1e-300;
+  const double slope = std::min(1.0, (q_ + y) / (1.0 - q_) * (1.0 + 8.0 * kUnit));
+  const double drop = (l_hi - l_lo) * (1.0 + 2.0 * kUnit) * slope * (1.0 + 2.0 * kUnit);
+  *own = intersect(plain, Mass{own_hi - err_hi - drop - 2.0 * kUnit * std::fabs(own_hi), own_hi + err_hi});
   return true;
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <complex>
+#include <cstdlib>
 #include <limits>
 
 #include "dpacct/logmath.hpp"
@@ -217,18 +218,34 @@ Tilted tilt_sequence(const std::vector<double>& log_mass, long low, double slope
   // to 1.3e-10, which the lower bound of delta(0) lost 2 % to.
   constexpr double kSmall = -50.0;
   double largest = 0.0, absolute = 0.0;
+  // slope D = c_hi + c_lo exactly, and c_hi = c1 + c2 with 26 significant bits each, so that
+  // k c1 and k c2 are exact for |k| < 2^26: slope k D = k c1 + k c2 + k c_lo (the last rounds
+  // by u^2 |slope k D|). Longer sequences take Dekker's product per entry.
+  double c_hi = 0.0, c_lo = 0.0, c1 = 0.0, c2 = 0.0;
+  two_product(slope, d, &c_hi, &c_lo);
+  split(c_hi, &c1, &c2);
+  constexpr long kExact = 1L << 26;
+  const bool short_lattice = std::labs(low) < kExact && std::labs(low + static_cast<long>(n)) < kExact;
   for (std::size_t j = 0; j < n; ++j) {
     if (log_mass[j] == kNegInf) {
       t.p[j] = 0.0;
       continue;
     }
-    double kd_hi = 0.0, kd_lo = 0.0, t_hi = 0.0, t_err = 0.0, s_hi = 0.0, s_lo = 0.0, r_hi = 0.0, r_lo = 0.0;
-    two_product(static_cast<double>(low + static_cast<long>(j)), d, &kd_hi, &kd_lo);
-    two_product(slope, kd_hi, &t_hi, &t_err);
-    const double t_lo = t_err + slope * kd_lo;
-    two_sum(log_mass[j], t_hi, &s_hi, &s_lo);
-    two_sum(s_hi, -t.log_norm, &r_hi, &r_lo);
-    const double lo = (s_lo + r_lo) + t_lo;
+    const auto k = static_cast<double>(low + static_cast<long>(j));
+    double s_hi = 0.0, e1 = 0.0, e2 = 0.0, r_hi = 0.0, e3 = 0.0, lo = 0.0;
+    if (short_lattice) {
+      two_sum(log_mass[j], k * c1, &s_hi, &e1);
+      two_sum(s_hi, k * c2, &s_hi, &e2);
+      two_sum(s_hi, -t.log_norm, &r_hi, &e3);
+      lo = ((e1 + e2) + e3) + k * c_lo;
+    } else {
+      double kd_hi = 0.0, kd_lo = 0.0, t_hi = 0.0, t_err = 0.0;
+      two_product(k, d, &kd_hi, &kd_lo);
+      two_product(slope, kd_hi, &t_hi, &t_err);
+      two_sum(log_mass[j], t_hi, &s_hi, &e1);
+      two_sum(s_hi, -t.log_norm, &r_hi, &e3);
+      lo = (e1 + e3) + (t_err + slope * kd_lo);
+    }
     const double e = std::exp(r_hi);
     t.p[j] = e + e * lo;
     l2 += t.p[j] * t.p[j];

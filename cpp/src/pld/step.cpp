@@ -118,8 +118,9 @@ bool normal_cell_mass(double xa, double xb, double mean, double sigma, Mass* out
   double quadrature = kGaussLegendre4 * width8 * width * hermite8_bound(far);
   double sum = 0.0;
   // Node i at xa + hx (1 + t_i): its position rounds (an ulp of x and of z), the cell does not.
+  const double inverse = 1.0 / sigma;
   auto term = [&](double t, double w) {
-    const double z = (xa + hx * (1.0 + t) - mean) / sigma;
+    const double z = (xa + hx * (1.0 + t) - mean) * inverse;
     return w * std::exp(-0.5 * (z * z - n2));
   };
   if (quadrature <= 1e-3 * kUnit * smallest) {
@@ -129,7 +130,7 @@ bool normal_cell_mass(double xa, double xb, double mean, double sigma, Mass* out
     for (int i = 0; i < 4; ++i) sum += term(-kNodes[i], kWeights[i]) + term(kNodes[i], kWeights[i]);
   }
   const double value = half * sum;
-  // Rounding: each node moves by a few ulps of |x| / sigma and |z| (an evaluation-point change:
+  // Rounding: each node moves by a few ulps of |x| / sigma and |z| (1 / sigma rounds too; an evaluation-point change:
   // about |z| times that, relative), each exponent errs by a few ulps of z^2, the sum of (at
   // most eight) positive terms by 8 ulps, half and the product by 3, the sliver above by 10:
   // within 8 u (far^2 + far |x| / sigma + 4) in all, relative, about four times over.
