@@ -52,7 +52,7 @@ bool GaussianPair::cell_masses(double xa, double xb, Mass* p, Mass* q, Mass* own
   if (!(normal_cell_mass(xa, xb, 1.0, sigma_, p) && normal_cell_mass(xa, xb, 0.0, sigma_, q))) {
     return false;
   }
-  *own = own_loss(*p, *q);
+  if (own != nullptr) *own = own_loss(*p, *q);
   return true;
 }
 
@@ -185,7 +185,7 @@ bool MixtureGaussianPair::cell_masses(double xa, double xb, Mass* p, Mass* q, Ma
   }
   const double margin = 4.0 * kUnit * (static_cast<double>(c_.size()) + 2.0 + magnitudes + std::fabs(total.hi));
   *p = {total.lo - margin, total.hi + margin};
-  *own = own_loss(*p, *q);
+  if (own != nullptr) *own = own_loss(*p, *q);
   return true;
 }
 
@@ -245,11 +245,11 @@ Edge Subsampled::mix(const Edge& p, const Edge& q) const {
 // ratio's width had moved each cell's split by ~1e-4 of its mass, 3.6 % of epsilon at T=7.6e6.
 bool Subsampled::cell_masses(double xa, double xb, Mass* p, Mass* q, Mass* own) const {
   Mass base_p{}, base_q{}, base_own{};
-  if (!base_->cell_masses(xa, xb, &base_p, &base_q, &base_own)) return false;
+  if (!base_->cell_masses(xa, xb, &base_p, &base_q, own != nullptr ? &base_own : nullptr)) return false;
   *q = base_q;
   if (q_ == 1.0) {
     *p = base_p;
-    *own = base_own;
+    if (own != nullptr) *own = base_own;
     return true;
   }
   const double lo = log_add(log_1mq_ + base_q.lo, log_q_ + base_p.lo);
@@ -263,6 +263,7 @@ bool Subsampled::cell_masses(double xa, double xb, Mass* p, Mass* q, Mass* own) 
                         2.0 * kUnit * (share_1mq * (std::fabs(log_1mq_) + std::fabs(base_q.hi)) +
                                        share_q * (std::fabs(log_q_) + std::fabs(base_p.hi)));
   *p = {lo - margin, hi + margin};
+  if (own == nullptr) return true;
   // lift is increasing: its value at the upper end rounded up, and the lower end from it by the
   // slope q e^l / (1 - q + q e^l) <= min(1, q e^{l_hi} / (1 - q)) over the (tiny) interval.
   const Mass plain = own_loss(*p, *q);
@@ -369,11 +370,12 @@ void CellWalk::next(double x_next, Mass* pm, Mass* qm, Mass* own) {
   // cost about as much again.
   constexpr double kSharp = 2e-13;
   Mass p{}, q{}, o{};
-  const bool quadrature = pair_.cell_masses(x_prev_, x_next, &p, &q, &o);
+  const bool sharp = sharp_own_ && own != nullptr;
+  const bool quadrature = pair_.cell_masses(x_prev_, x_next, &p, &q, sharp ? &o : nullptr);
   if (quadrature && p.hi - p.lo <= kSharp && q.hi - q.lo <= kSharp) {
     *pm = p;
     *qm = q;
-    if (own != nullptr) *own = o;
+    if (own != nullptr) *own = sharp ? o : own_loss(p, q);
     have_prev_ = false;
   } else {
     if (!have_prev_) pair_.edges(x_prev_, &p_prev_, &q_prev_);
@@ -385,7 +387,7 @@ void CellWalk::next(double x_next, Mass* pm, Mass* qm, Mass* own) {
       *pm = intersect(*pm, p);
       *qm = intersect(*qm, q);
     }
-    if (own != nullptr) *own = quadrature ? intersect(own_loss(*pm, *qm), o) : own_loss(*pm, *qm);
+    if (own != nullptr) *own = quadrature && sharp ? intersect(own_loss(*pm, *qm), o) : own_loss(*pm, *qm);
     p_prev_ = p_next;
     q_prev_ = q_next;
     have_prev_ = true;
@@ -449,7 +451,7 @@ StepPmf discretize(const MonotonePair& pair, double d, double log_tail, std::siz
   out.label_low = k_low - 1;
   out.log_p.assign(n + 2, kNegInf);
   out.log_q.assign(n + 2, kNegInf);
-  CellWalk walk(pair, edge_x(k_low));
+  CellWalk walk(pair, edge_x(k_low), d < kSharpOwnBelow);
   const double largest = std::max(std::fabs(static_cast<double>(k_low) * d), std::fabs(static_cast<double>(k_high + 1) * d));
   SlackMeter meter(pair, largest);
   meter.edge(edge_x(k_low), static_cast<double>(k_low) * d, -1);

@@ -120,7 +120,7 @@ SplitStep discretize_split(const MonotonePair& pair, double d, long ratio, long 
     cell(c, &rare, &a);
     return pair.x_of(static_cast<double>(a) * (rare ? dc : d));
   };
-  CellWalk walk(pair, edge_x(0));
+  CellWalk walk(pair, edge_x(0), d < kSharpOwnBelow);
   // Each part's loss_slack from its own cells' edges (SlackMeter): the small part's losses are
   // tiny at tiny q, the rare part's are not.
   const double small_largest = n_b > 0 ? std::max(std::fabs(static_cast<double>(b1) * d), std::fabs(static_cast<double>(b2 + 1) * d)) : 0.0;
