@@ -321,6 +321,24 @@ def test_tilted_entries_carry_a_few_ulps() -> None:
             assert small_error <= absolute, (slope, float(small_error), absolute)
 
 
+def test_a_composition_too_long_for_its_cap_says_how_long() -> None:
+    """The composer's "increase discretization" error counts the window's points, which the accountant
+    reads to coarsen in one step (dpacct.pld.accountant._WINDOW_POINTS) instead of doublings that each
+    build finer steps than needed; and a capped accountant still answers, certified and wider."""
+    from dpacct.pld.accountant import _WINDOW_POINTS
+
+    step = dpacct._core.pld.gaussian_step(1.0, 1e-3, "remove", 1e-4, -40.0, 1 << 24)
+    with pytest.raises(ValueError, match=r"needs an FFT larger than max_size 4096 .*increase discretization") as error:
+        dpacct._core.pld.ComposedPld([step], [10000.0], 2.0, 4096)
+    found = _WINDOW_POINTS.search(str(error.value))
+    assert found is not None and int(found.group(1)) > 4096
+    full = PLDAccountant().step(noise_multiplier=1.0, sampling_probability=1e-3, count=10000).epsilon_bounds(1e-5)
+    capped = PLDAccountant(max_size=4096).step(noise_multiplier=1.0, sampling_probability=1e-3, count=10000)
+    lower, upper = capped.epsilon_bounds(1e-5)
+    assert lower <= full.upper and full.lower <= upper  # both certified: they overlap
+    assert upper - lower >= full.upper - full.lower
+
+
 def test_fft_convolution_matches_numpy_convolve() -> None:
     """Circular convolution through the FFT equals numpy.convolve on random small PMFs."""
     rng = np.random.default_rng(2)

@@ -68,6 +68,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from collections.abc import Hashable
 from typing import Any, NamedTuple
 
@@ -708,7 +709,16 @@ class PLDAccountant(Accountant):
                 except ValueError as error:
                     if "increase discretization" not in str(error) or d >= self._coarsest:
                         raise
-                    d *= 2.0  # coarser: still certified, only wider
+                    # Coarser: still certified, only wider. The window's span in loss hardly depends
+                    # on the grid, so the composer's own count of its points says how much coarser:
+                    # one step there instead of doublings that each build finer steps than needed
+                    # (sigma=0.644, q=7e-6, T=5.6e7, a delta query's retilted grid: five doublings
+                    # from 8.3e-7 and eleven for a boosted tilt, 9 s of step cells and windows).
+                    # (Each try reports its own count: the steps' own extents make the span shrink a
+                    # little slower than 1 / d, and a second, small correction follows where needed.)
+                    points = _WINDOW_POINTS.search(str(error))
+                    factor = 1.02 * int(points.group(1)) / size if points is not None else 2.0
+                    d *= min(max(factor, 1.02), 1e6)
                     continue
                 break
             self._composed_cache[key] = built
@@ -1480,14 +1490,27 @@ class PLDAccountant(Accountant):
                         retilted = 1
                         tilt = measured
                         allowed = self._relative_accuracy / (slope + 1.0)
-                        discretization = min(discretization, self._grid(groups, direction, allowed, epsilon))
+                        # (No finer than this grid's size allows within the effort: a stronger tilt only
+                        # widens the window. sigma=0.644, q=7e-6, T=5.6e7 had asked for 8.3e-7 under a
+                        # cap of 2^20 points, and built steps of 1.1e7 cells to find that out.)
+                        cap = self._max_size if effort is None else min(effort, self._max_size)
+                        floor = discretization * composed.size / cap
+                        discretization = min(discretization, max(self._grid(groups, direction, allowed, epsilon), floor))
                         continue  # the next grid is judged as a first one (no "stopped paying" test yet)
             # A finer grid only helps where the grid limits the gap: stop once refining stops
             # paying (round-off limits the gap there; more tilt helps, below).
             if best_upper <= 0.0 or (refinement > retilted and own_gap > 0.7 * own_previous):
                 break
             own_previous = own_gap
-            discretization = _refine(discretization, min(own_gap, gap), self._relative_accuracy * best_upper)
+            finer = _refine(discretization, min(own_gap, gap), self._relative_accuracy * best_upper)
+            # (As in an epsilon query: no finer than the effort cap allows; beyond it the composer would
+            # coarsen again, after building the finer steps: 1.1e7 cells, 3.3 s at sigma=0.644, q=7e-6,
+            # T=5.6e7.)
+            cap = self._max_size if effort is None else min(effort, self._max_size)
+            finer = max(finer, discretization * composed.size / cap)
+            if finer > discretization / 1.5:
+                break
+            discretization = finer
         # Round-off, not the grid, limits the gap where the tilt is too small for this delta.
         # (At epsilon = 0 only on small grids: on long ones a stronger tilt moved the window to the
         # largest losses, T times 22 at sigma=0.33, q=2.8e-8, T=1.5e6, and cost 10-40 s for nothing.)
@@ -1982,6 +2005,9 @@ def _binomial_tail_count(steps: float, rate: float, allowed: float) -> int:
             if -steps * kl <= math.log(allowed):
                 return h
     return 400
+
+
+_WINDOW_POINTS = re.compile(r"its window spans (\d+) points")
 
 
 def _refine(discretization: float, gap: float, target: float) -> float:

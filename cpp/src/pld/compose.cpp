@@ -244,7 +244,9 @@ ComposedPld::ComposedPld(const std::vector<std::pair<const StepPmf*, double>>& g
   while (!single_ && static_cast<double>(size) < span && size <= max_size) size <<= 1;
   if (size > max_size) {
     throw std::invalid_argument("the composed PLD needs an FFT larger than max_size " + std::to_string(max_size) +
-                                " at discretization " + format_value(d) + "; increase discretization");
+                                " at discretization " + format_value(d) + " (its window spans " +
+                                std::to_string(static_cast<long long>(std::ceil(span))) +
+                                " points); increase discretization");
   }
   size_ = size;
   suffix_error_ = suffix_relative_error(size_);
