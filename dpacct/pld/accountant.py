@@ -1456,6 +1456,7 @@ class PLDAccountant(Accountant):
             effort = _FALLBACK_SIZE
         else:
             searched = (0.0, 1.0, False)
+        cap = self._max_size if effort is None else min(effort, self._max_size)  # the loop's largest FFT
         retilted = 0  # 1 once the first grid has reset the tilt (that grid does not count as a refinement)
         own_previous = math.inf  # the previous grid's own gap
         for refinement in range(_REFINEMENTS + 2):
@@ -1493,7 +1494,6 @@ class PLDAccountant(Accountant):
                         # (No finer than this grid's size allows within the effort: a stronger tilt only
                         # widens the window. sigma=0.644, q=7e-6, T=5.6e7 had asked for 8.3e-7 under a
                         # cap of 2^20 points, and built steps of 1.1e7 cells to find that out.)
-                        cap = self._max_size if effort is None else min(effort, self._max_size)
                         floor = discretization * composed.size / cap
                         discretization = min(discretization, max(self._grid(groups, direction, allowed, epsilon), floor))
                         continue  # the next grid is judged as a first one (no "stopped paying" test yet)
@@ -1506,7 +1506,6 @@ class PLDAccountant(Accountant):
             # (As in an epsilon query: no finer than the effort cap allows; beyond it the composer would
             # coarsen again, after building the finer steps: 1.1e7 cells, 3.3 s at sigma=0.644, q=7e-6,
             # T=5.6e7.)
-            cap = self._max_size if effort is None else min(effort, self._max_size)
             finer = max(finer, discretization * composed.size / cap)
             if finer > discretization / 1.5:
                 break

@@ -268,20 +268,14 @@ bool Subsampled::cell_masses(double xa, double xb, Mass* p, Mass* q, Mass* own) 
   // slope q e^l / (1 - q + q e^l) <= min(1, q e^{l_hi} / (1 - q)) over the (tiny) interval.
   const Mass plain = own_loss(*p, *q);
   const double l_hi = base_own.hi, l_lo = base_own.lo;
-  if (!(std::isfinite(l_hi) && std::isfinite(l_lo) && l_hi <= 700.0)) {
+  double own_hi = 0.0, y = kNegInf;
+  const double err_hi = lift_bounded(l_hi, 0.0, &own_hi, &y);
+  if (!(std::isfinite(l_hi) && std::isfinite(l_lo) && err_hi >= 0.0 && std::isfinite(own_hi))) {
     *own = plain;
     return true;
   }
-  const double y = q_ * std::expm1(l_hi);
-  const double own_hi = std::log1p(y);
-  const double a = 3.0 * kUnit * std::fabs(y);
-  const double floor = 1.0 + y - a;
-  if (!(floor > 0.0)) {
-    *own = plain;
-    return true;
-  }
-  const double err_hi = 2.0 * kUnit * std::fabs(own_hi) + a / floor * (1.0 + 4.0 * kUnit) + 1e-300;
-  const double slope = std::min(1.0, (q_ + y) / (1.0 - q_) * (1.0 + 8.0 * kUnit));
+  // (y = q expm1(l_hi) where lift_bounded formed it, else the slope bound 1.)
+  const double slope = y == kNegInf ? 1.0 : std::min(1.0, (q_ + y) / (1.0 - q_) * (1.0 + 8.0 * kUnit));
   const double drop = (l_hi - l_lo) * (1.0 + 2.0 * kUnit) * slope * (1.0 + 2.0 * kUnit);
   *own = intersect(plain, Mass{own_hi - err_hi - drop - 2.0 * kUnit * std::fabs(own_hi), own_hi + err_hi});
   return true;
@@ -289,28 +283,35 @@ bool Subsampled::cell_masses(double xa, double xb, Mass* p, Mass* q, Mass* own) 
 
 // The rounding of lift(l) at the computed base loss l (error e from the base pair). glibc's
 // exp, expm1 and log1p are within 1 ulp; 2 u is charged for each.
-double Subsampled::loss_error(double x, double value) const {
+double Subsampled::loss_error(double x, double /*value*/) const {
   const double l = base_->loss(x);
   const double e = base_->loss_error(x, l);
   if (!(e >= 0.0)) return -1.0;
-  return lift_error(l, value, e);
+  double value = 0.0, y = 0.0;  // (value: the same lift(l) as the caller's loss(x))
+  return lift_bounded(l, e, &value, &y);
 }
 
-double Subsampled::lift_error(double l, double value, double e) const {
-  if (q_ == 1.0) return e;
-  if (l == kNegInf) return 2.0 * kUnit * std::fabs(value);  // log1p(-q): one rounding
-  if (l == kInf) return 0.0;                                 // +inf, exactly
-  if (l > 700.0) {  // log_add(log(1 - q), log q + l): the two logs, the sum and the log-add
+double Subsampled::lift_bounded(double l, double e, double* value, double* y) const {
+  if (q_ == 1.0 || !(l <= 700.0)) {
+    *value = lift(l);
+    if (q_ == 1.0) return e;
+    if (l == kInf) return 0.0;  // +inf, exactly
+    // log_add(log(1 - q), log q + l): the two logs, the sum and the log-add
     return e + 4.0 * kUnit * (std::fabs(log_q_) + std::fabs(l) + std::fabs(log_1mq_) + 2.0);
+  }
+  if (l == kNegInf) {
+    *value = log_1mq_;
+    return 2.0 * kUnit * std::fabs(*value);  // log1p(-q): one rounding
   }
   // y = q expm1(l): expm1's and the product's rounding, and the base error carried by the
   // derivative q e^l (at most q e^{l + e} between l and the true base loss).
-  const double y = q_ * std::expm1(l);
-  const double a = 3.0 * kUnit * std::fabs(y) + q_ * std::exp(l + e) * e * (1.0 + 4.0 * kUnit);
+  *y = q_ * std::expm1(l);
+  *value = std::log1p(*y);  // = lift(l)
+  const double a = 3.0 * kUnit * std::fabs(*y) + (e > 0.0 ? q_ * std::exp(l + e) * e * (1.0 + 4.0 * kUnit) : 0.0);
   // log1p moves by at most |dy| / (1 + min y) and rounds once.
-  const double floor = 1.0 + y - a;
+  const double floor = 1.0 + *y - a;
   if (!(floor > 0.0)) return -1.0;
-  return 2.0 * kUnit * std::fabs(value) + a / floor * (1.0 + 4.0 * kUnit) + 1e-300;
+  return 2.0 * kUnit * std::fabs(*value) + a / floor * (1.0 + 4.0 * kUnit) + 1e-300;
 }
 
 double Subsampled::loss_inf() const { return lift(base_->loss_inf()); }
@@ -339,7 +340,7 @@ void Swapped::edges(double y, Edge* p, Edge* q) const {
 // ---------------------------------------------------------------- discretisation
 
 SlackMeter::SlackMeter(const MonotonePair& pair, double largest_abs_loss)
-    : pair_(pair), largest_(largest_abs_loss), tight_(pair.has_loss_error() && largest_abs_loss <= 1.0) {}
+    : pair_(pair), tight_(pair.has_loss_error() && largest_abs_loss <= 1.0) {}
 
 void SlackMeter::edge(double x, double g, int side) {
   if (!tight_) return;
@@ -359,10 +360,7 @@ void SlackMeter::edge(double x, double g, int side) {
   worst_ = std::max(worst_, poke);
 }
 
-double SlackMeter::slack() const {
-  if (tight_) return worst_;
-  return 64.0 * kUnit * (1.0 + largest_) + pair_.extra_loss_error();
-}
+double SlackMeter::slack() const { return worst_; }
 
 void CellWalk::next(double x_next, Mass* pm, Mass* qm, Mass* own) {
   // Quadrature alone where it is this sharp (nearly always where the pair has it): a CDF

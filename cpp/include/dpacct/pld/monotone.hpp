@@ -149,8 +149,9 @@ class Subsampled final : public MonotonePair {
 
  private:
   double lift(double base_loss) const;  // log(1 - q + q e^l)
-  // A bound on |lift(l) - log(1 - q + q e^{l*})| for the computed value = lift(l), any l* within e of l.
-  double lift_error(double l, double value, double e) const;
+  // lift(l) in `value`, and a bound on |value - log(1 - q + q e^{l*})| for any l* within e of l
+  // (negative where none is known); `y` receives q expm1(l) where that was formed (l <= 700).
+  double lift_bounded(double l, double e, double* value, double* y) const;
   Edge mix(const Edge& p, const Edge& q) const;
   std::shared_ptr<const MonotonePair> base_;
   double q_, log_q_, log_1mq_;
@@ -211,11 +212,11 @@ class SlackMeter {
   // of its cells, -1 for its lowest edge (only true losses below g poke out), +1 for its
   // highest (only those above g). x may be +-inf where the loss is bounded.
   void edge(double x, double g, int side);
+  // The measured slack; meaningful only while tight() (the caller charges the flat rule otherwise).
   double slack() const;
 
  private:
   const MonotonePair& pair_;
-  double largest_;
   bool tight_;
   double worst_ = 0.0;
   double last_x_ = 0.0, last_value_ = 0.0, last_error_ = 0.0;  // the previous edge's loss (edges are shared)
