@@ -62,6 +62,10 @@ class pld:
         def max_abs_loss(self) -> float: ...
 
     @staticmethod
+    def compose_block(step: pld.Step, count: float, tilt: float, max_size: int, log_window_tail: float) -> pld.Step: ...
+    @staticmethod
+    def coarsen(step: pld.Step, ratio: int) -> pld.Step: ...
+    @staticmethod
     def gaussian_step(
         noise_multiplier: float, sampling_probability: float, direction: str, discretization: float, log_tail: float,
         max_cells: int, split_ratio: int = 0, split_tau: int = 0, rare_growth: float = 0.0,
@@ -171,7 +175,7 @@ class pld:
     class SplitComposedPld:
         def __init__(
             self, small: pld.Step, rare: pld.Step, count: float, rare_max: int, tilt: float, rare_tilt: float,
-            max_size: int,
+            max_size: int, block_steps: int = 0, g_ratio: int = 1,
         ) -> None: ...
         def delta_bounds(self, epsilon: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]: ...
         def epsilon_bounds(self, delta: float) -> tuple[float, float, bool]: ...

@@ -245,6 +245,22 @@ void bind_pld(py::module_& m) {
       "laws"_a, "direction"_a, "discretization"_a, "max_cells"_a,
       "One balls-in-bins epoch as a PLD step of one direction; see dpacct.samplers.allocation.");
 
+  pld.def(
+      "compose_block",
+      [](const StepPmf& step, double count, double tilt, std::size_t max_size, double log_window_tail) {
+        py::gil_scoped_release release;
+        return dpacct::pld::compose_block(step, count, tilt, max_size, log_window_tail);
+      },
+      "step"_a, "count"_a, "tilt"_a, "max_size"_a, "log_window_tail"_a,
+      "count copies of step composed into one step on the same grid, certified entry by entry; see dpacct.pld.");
+  pld.def(
+      "coarsen",
+      [](const StepPmf& step, long ratio) {
+        py::gil_scoped_release release;
+        return dpacct::pld::coarsen(step, ratio);
+      },
+      "step"_a, "ratio"_a, "step re-spread onto the grid ratio times as wide (still certified); see dpacct.pld.");
+
   py::class_<dpacct::pld::ComposedPld>(pld, "ComposedPld", "A composed, tilted PLD of one direction; see dpacct.pld.")
       .def(py::init([](const std::vector<const StepPmf*>& steps, const std::vector<double>& counts, double tilt,
                        std::size_t max_size, double log_window_tail, bool thorough, bool lower) {
@@ -289,12 +305,14 @@ void bind_pld(py::module_& m) {
   py::class_<dpacct::pld::SplitComposedPld>(
       pld, "SplitComposedPld", "A composition by the number of rare steps, one direction; see dpacct.pld.")
       .def(py::init([](const StepPmf& small, const StepPmf& rare, double count, long rare_max, double tilt,
-                       double rare_tilt, std::size_t max_size) {
+                       double rare_tilt, std::size_t max_size, long block_steps, long g_ratio) {
              dpacct::pld::SplitStep split{small, rare};
              py::gil_scoped_release release;
-             return new dpacct::pld::SplitComposedPld(split, count, rare_max, tilt, rare_tilt, max_size);
+             return new dpacct::pld::SplitComposedPld(split, count, rare_max, tilt, rare_tilt, max_size, block_steps,
+                                                      g_ratio);
            }),
-           "small"_a, "rare"_a, "count"_a, "rare_max"_a, "tilt"_a, "rare_tilt"_a, "max_size"_a)
+           "small"_a, "rare"_a, "count"_a, "rare_max"_a, "tilt"_a, "rare_tilt"_a, "max_size"_a, "block_steps"_a = 0,
+           "g_ratio"_a = 1)
       .def(
           "delta_bounds",
           &delta_bounds_of<dpacct::pld::SplitComposedPld>,

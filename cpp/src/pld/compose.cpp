@@ -571,4 +571,190 @@ void ComposedPld::epsilon_bounds(double delta, double* lower, double* upper, boo
   *lower = std::min(epsilon_lower(delta, std::isfinite(*upper) ? *upper : stop), *upper);
 }
 
+namespace {
+
+// compose_block also composes at tilt 0 where tilt times the block's window exceeds this: the
+// entries' round-off, charged in tilted units, grows by up to e^{tilt window} untilted.
+constexpr double kFlatCompanion = 8.0;
+
+// The window of a block: entries [start, start + size) of the lattice.
+struct BlockWindow {
+  long start = 0;
+  std::size_t size = 0;
+  bool windowed = false;  // tails were cut: e^{log_tail} of tilted mass per side and sequence
+};
+
+// A window holding the tilted Chernoff window of each of `seqs` composed `count` times
+// (and the loss `extra_low` at its low end), or their whole support where that is not
+// much longer (then nothing is cut and nothing wraps around).
+BlockWindow block_window(const std::vector<const Tilted*>& seqs, double count, double d, double log_tail,
+                         double extra_low, std::size_t max_size) {
+  const std::vector<double> counts{count};
+  double low = kInf, high = kNegInf, full_low = kInf, full_high = kNegInf;
+  bool ok = true;
+  for (const Tilted* t : seqs) {
+    ok = ok && chernoff_window({t}, counts, d, log_tail, &low, &high);
+    double a = 0.0, b = 0.0;
+    full_support({t}, counts, &a, &b);
+    full_low = std::min(full_low, a);
+    full_high = std::max(full_high, b);
+  }
+  low = std::min(low, extra_low);
+  BlockWindow w;
+  long last = 0;
+  if (!ok || !(low < kInf) || prefer_full(full_high - full_low, (high - low) / d)) {
+    w.start = static_cast<long>(full_low);
+    last = static_cast<long>(full_high);
+  } else {
+    w.start = static_cast<long>(std::floor(low / d));
+    last = static_cast<long>(std::ceil(high / d));
+    w.windowed = true;
+  }
+  const double span = static_cast<double>(last - w.start) + 2.0;
+  w.size = 2;
+  while (static_cast<double>(w.size) < span && w.size <= max_size) w.size <<= 1;
+  if (w.size > max_size) {
+    throw std::invalid_argument("the composed block needs an FFT larger than max_size " + std::to_string(max_size) +
+                                " at discretization " + format_value(d) + " (its window spans " +
+                                std::to_string(static_cast<long long>(std::ceil(span))) +
+                                " points); increase discretization");
+  }
+  return w;
+}
+
+// `seq` composed `count` times on the window: the tilted entries and a bound on every
+// entry's round-off (power_window's per-entry bound, plus the steps' absolute rounding).
+std::vector<double> block_entries(const Tilted& seq, double count, const BlockWindow& w, Workspace& ws, double* error) {
+  std::unique_ptr<fft::RealPlan> own_plan;
+  const fft::RealPlan* cached = fft::cached_real_plan(w.size);
+  if (cached == nullptr) own_plan = std::make_unique<fft::RealPlan>(w.size);
+  const fft::RealPlan& plan = cached != nullptr ? *cached : *own_plan;
+  std::vector<double> c;
+  double norm_error = 0.0;
+  *error = 0.0;
+  power_window({&seq}, {count}, plan, w.start, 0, ws, c, &norm_error, nullptr, error);
+  *error += count * seq.absolute_rounding * std::exp(count * seq.max_rounding) * (1.0 + 1e-6);
+  return c;
+}
+
+// log(part) + shift - slope_kd + rounding, rounded up (or down): every term's rounding charged.
+double untilt(double part, double shift, double slope_kd, double rounding, bool up) {
+  const double lp = std::log(part);
+  const double value = lp + shift - slope_kd + rounding;
+  const double margin = 8.0 * kU * (std::fabs(lp) + std::fabs(shift) + std::fabs(slope_kd) + std::fabs(rounding) + 1.0);
+  return up ? value + margin : value - margin;
+}
+
+}  // namespace
+
+StepPmf compose_block(const StepPmf& step, double count, double tilt, std::size_t max_size, double log_window_tail) {
+  require_nonnegative_finite("tilt", tilt);
+  if (!(count >= 1.0 && count == std::floor(count) && count < 9.0e15)) fail("count", "an integer >= 1", count);
+  if (!(log_window_tail <= -25.0 && log_window_tail >= -700.0)) fail("log_window_tail", "in [-700, -25]", log_window_tail);
+  require_positive_finite("discretization", step.discretization);
+  if (count == 1.0) return step;
+  const double d = step.discretization;
+  StepPmf out;
+  out.discretization = d;
+  out.has_upper = step.has_upper;
+  out.loss_slack = count * step.loss_slack * (1.0 + 4.0 * kU);
+  out.infinity_upper = std::min(-std::expm1(count * std::log1p(-std::min(step.infinity_upper, 1.0))) * (1.0 + 16.0 * kU), 1.0);
+  out.infinity_lower = std::max(-std::expm1(count * std::log1p(-std::min(step.infinity_lower, 1.0))) * (1.0 - 16.0 * kU), 0.0);
+  Workspace ws;
+  const double tail = std::exp(log_window_tail);
+
+  // The tilts to compose at: the query's, and 0 where the block's window is wide against 1 / tilt
+  // (there the charges untilted far below the centre would swamp the masses).
+  std::vector<double> tilts{tilt};
+  const auto add_flat = [&](const BlockWindow& w) {
+    if (tilt > 0.0 && tilts.size() == 1 && tilt * static_cast<double>(w.size) * d > kFlatCompanion) tilts.push_back(0.0);
+  };
+
+  // Upper masses: each entry the smallest of its certified bounds over the tilts.
+  std::vector<Tilted> u{tilt_sequence(step.log_upper, step.upper_low, tilt, d)};
+  if (step.has_upper && !u.front().empty) {
+    // The untilted lower tail sets the window's low end: the mass below it is moved up to
+    // the window's first entry, and only an untilted bound keeps that small.
+    const Tilted flat = tilt_sequence(step.log_upper, step.upper_low, 0.0, d);
+    double flat_low = kInf, flat_high = kNegInf;
+    const bool flat_ok = chernoff_window({&flat}, {count}, d, log_window_tail, &flat_low, &flat_high);
+    const BlockWindow w = block_window({&u.front(), &flat}, count, d, log_window_tail, flat_ok ? flat_low : kInf,
+                                       max_size);
+    if (w.windowed && !flat_ok) {
+      throw std::invalid_argument("the composed block has no finite lower tail bound; increase discretization");
+    }
+    add_flat(w);
+    if (tilts.size() > 1) u.push_back(flat);
+    const double alias = w.windowed ? 2.0 * tail : 0.0;
+    out.upper_low = w.start;
+    out.log_upper.assign(w.size, kInf);
+    double log_above = kInf;
+    const double top = static_cast<double>(w.start + static_cast<long>(w.size)) * d;
+    for (std::size_t k = 0; k < tilts.size(); ++k) {
+      double error = 0.0;
+      const std::vector<double> c = block_entries(u[k], count, w, ws, &error);
+      const double rounding = count * u[k].max_rounding;
+      const double shift = count * u[k].log_norm;
+      for (std::size_t i = 0; i < w.size; ++i) {
+        const double part = (c[i] + error + alias) * (1.0 + 4.0 * kU);
+        const double kd = static_cast<double>(w.start + static_cast<long>(i)) * d;
+        const double v = part > 0.0 ? untilt(part, shift, tilts[k] * kd, rounding, true) : kNegInf;
+        out.log_upper[i] = std::min(out.log_upper[i], v);
+      }
+      // Above the window: at most e^{log_tail} of this tilt's composition (the computed
+      // entries'; the true ones differ by their relative rounding, a factor, and the small
+      // ones' absolute rounding, added), whose untilting factor e^{-tilt K D} is largest at
+      // the first loss past the window.
+      if (w.windowed) {
+        const double above = tail + count * u[k].absolute_rounding * 1.01;
+        log_above = std::min(log_above, untilt(above, shift, tilts[k] * top, rounding, true));
+      }
+    }
+    if (w.windowed) {
+      // Below the window: at most e^{log_tail} of the untilted, normalised composition.
+      const double below = tail + count * flat.absolute_rounding * 1.01;
+      const double log_below = count * flat.log_norm + std::log(below);
+      const double margin = 8.0 * kU * (std::fabs(std::log(below)) + std::fabs(count * flat.log_norm) + 1.0) +
+                            count * flat.max_rounding;
+      out.log_upper[0] = log_add(out.log_upper[0], log_below + margin);
+      out.infinity_upper = std::min(out.infinity_upper + std::exp(log_above) * (1.0 + 4.0 * kU), 1.0);
+    }
+  }
+
+  // Labels on one window for every kind and tilt: P the largest lower bound, Q the smallest upper.
+  std::vector<Tilted> p{tilt_sequence(step.log_p, step.label_low, tilt, d)};
+  std::vector<Tilted> q{tilt_sequence(step.log_q, step.label_low, tilt + 1.0, d)};
+  if (!p.front().empty && !q.front().empty) {
+    const Tilted flat_p = tilt_sequence(step.log_p, step.label_low, 0.0, d);
+    const Tilted flat_q = tilt_sequence(step.log_q, step.label_low, 1.0, d);
+    const BlockWindow w = block_window({&p.front(), &q.front(), &flat_p, &flat_q}, count, d, log_window_tail, kInf,
+                                       max_size);
+    add_flat(w);
+    if (tilts.size() > 1) {
+      p.push_back(flat_p);
+      q.push_back(flat_q);
+    }
+    const double alias = w.windowed ? 2.0 * tail : 0.0;
+    out.label_low = w.start;
+    out.log_p.assign(w.size, kNegInf);
+    out.log_q.assign(w.size, kInf);
+    for (std::size_t k = 0; k < tilts.size(); ++k) {
+      double error_p = 0.0, error_q = 0.0;
+      const std::vector<double> cp = block_entries(p[k], count, w, ws, &error_p);
+      const std::vector<double> cq = block_entries(q[k], count, w, ws, &error_q);
+      const double rounding = count * std::max(p[k].max_rounding, q[k].max_rounding);
+      const double shift_p = count * p[k].log_norm, shift_q = count * q[k].log_norm;
+      for (std::size_t i = 0; i < w.size; ++i) {
+        const double kd = static_cast<double>(w.start + static_cast<long>(i)) * d;
+        const double low = (cp[i] - error_p - alias) * (1.0 - 4.0 * kU);
+        if (low > 0.0) out.log_p[i] = std::max(out.log_p[i], untilt(low, shift_p, tilts[k] * kd, -rounding, false));
+        const double high = (cq[i] + error_q + alias) * (1.0 + 4.0 * kU);
+        out.log_q[i] = std::min(out.log_q[i], untilt(high, shift_q, (tilts[k] + 1.0) * kd, rounding, true));
+      }
+    }
+  }
+  summarise(out);
+  return out;
+}
+
 }  // namespace dpacct::pld

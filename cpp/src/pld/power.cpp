@@ -374,11 +374,12 @@ void full_support(const std::vector<const Tilted*>& seqs, const std::vector<doub
 
 void power_window(const std::vector<const Tilted*>& seqs, const std::vector<double>& counts, const fft::RealPlan& plan,
              long start, std::size_t single_size, Workspace& ws, std::vector<double>& out, double* error,
-             PowerStats* stats) {
+             PowerStats* stats, double* entry_error) {
   // Exact but for underflow: a tilted entry (or a suffix-sum term) below the double range
   // is lost, at most denorm_min each; under a strong tilt the scale e^{log_shift - tilt K D}
   // can make even that matter, so it is charged like round-off.
   *error = 4.0 * static_cast<double>(std::max(single_size, plan.size()) + 2) * std::numeric_limits<double>::denorm_min();
+  if (entry_error != nullptr) *entry_error = *error;
   if (single_size > 0) {  // one step, count 1: its own entries, exactly
     out.assign(single_size, 0.0);
     const Tilted& t = *seqs[0];
@@ -525,17 +526,25 @@ void power_window(const std::vector<const Tilted*>& seqs, const std::vector<doub
     }
   }
   // Parseval over the full spectrum (k and N - k alike, except 0 and N/2).
-  double spec2 = 0.0, err2 = 0.0;
+  double spec2 = 0.0, err2 = 0.0, err1 = 0.0;
   for (std::size_t k = 0; k < total.size(); ++k) {
     const double w = (k == 0 || k + 1 == total.size()) ? 1.0 : 2.0;
     const double a = magnitude_up(total[k]);
     const double d = bound_s[k] * (1.0 + 1e-10) + rho[k] * a;
     spec2 += w * a * a;
     err2 += w * d * d;
+    err1 += w * d;
   }
   err2 += 2.0 * static_cast<double>(n_dead) * 1e-300;  // (e^-690)^2 per dead frequency, both halves
-  *error += (std::sqrt(err2) + eta * std::sqrt(spec2)) / std::sqrt(static_cast<double>(size)) * (1.0 + 1e-10) +
-            8.0 * kU * static_cast<double>(seqs.size()) / static_cast<double>(size);
+  err1 += 2.0 * static_cast<double>(n_dead) * 1e-299;  // e^-690 < 1e-299 per dead frequency, both halves
+  const double inverse = eta * std::sqrt(spec2) / std::sqrt(static_cast<double>(size));
+  const double floor = 8.0 * kU * static_cast<double>(seqs.size()) / static_cast<double>(size);
+  *error += (std::sqrt(err2) / std::sqrt(static_cast<double>(size)) + inverse) * (1.0 + 1e-10) + floor;
+  // Every entry: the spectrum's error enters it as (1/N) sum_k err_k e^{2 pi i j k / N}, at most
+  // the 1-norm over N, and the inverse transform's own rounding at most the 2-norm bound.
+  if (entry_error != nullptr) {
+    *entry_error += (err1 / static_cast<double>(size) + inverse) * (1.0 + 1e-10) + floor;
+  }
   std::vector<double>& circular = ws.circular;
   plan.inverse(total, circular);
   out.resize(size);

@@ -17,6 +17,8 @@ namespace dpacct::pld {
 namespace {
 
 constexpr double kU = kUnit;
+// The blocks' window tails when G is composed in stages: their aliasing is charged to every entry.
+constexpr double kBlockWindowTail = -60.0;
 
 long floor_div(long a, long b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
@@ -221,7 +223,7 @@ StepPmf coarsen(const StepPmf& fine, long ratio) {
 }
 
 SplitComposedPld::SplitComposedPld(const SplitStep& split, double count, long rare_max, double tilt,
-                                   double rare_tilt, std::size_t max_size) {
+                                   double rare_tilt, std::size_t max_size, long block_steps, long g_ratio) {
   require_nonnegative_finite("rare_tilt", rare_tilt);
   if (!(count >= 1.0 && count == std::floor(count) && count < 9.0e15)) fail("count", "an integer >= 1", count);
   require_nonnegative_finite("tilt", tilt);
@@ -229,6 +231,7 @@ SplitComposedPld::SplitComposedPld(const SplitStep& split, double count, long ra
   const StepPmf& rare = split.rare;
   d_fine_ = small.discretization;
   d_coarse_ = rare.discretization;
+  g_step_ = d_fine_;
   const long ratio = std::lround(d_coarse_ / d_fine_);
   if (ratio < 1 || std::fabs(static_cast<double>(ratio) * d_fine_ - d_coarse_) > 1e-9 * d_coarse_) {
     throw std::invalid_argument("the rare grid must be an integer multiple of the small grid");
@@ -242,11 +245,33 @@ SplitComposedPld::SplitComposedPld(const SplitStep& split, double count, long ra
   inf_upper_ = std::min(-std::expm1(count * std::log1p(-std::min(rare.infinity_upper, 1.0))) * (1.0 + 16.0 * kU), 1.0);
   inf_lower_ = std::max(-std::expm1(count * std::log1p(-std::min(rare.infinity_lower, 1.0))) * (1.0 - 16.0 * kU), 0.0);
 
-  // G = small^(T - H), tilted and untilted.
+  // G = small^(T - H), tilted and untilted; in two stages where asked (blocks of B steps).
   if (g_count >= 1.0) {
-    const std::vector<std::pair<const StepPmf*, double>> groups{{&small, g_count}};
-    g_tilted_ = std::make_unique<ComposedPld>(groups, tilt, max_size);
-    if (tilt > 0.0) g_flat_ = std::make_unique<ComposedPld>(groups, 0.0, max_size);
+    const bool staged = block_steps > 1 && static_cast<double>(block_steps) <= g_count;
+    if (staged && (g_ratio < 1 || ratio % g_ratio != 0)) {
+      throw std::invalid_argument("the staged G's grid ratio must divide the rare grid's ratio");
+    }
+    // One block serves both (compose_block adds a flat composition where its window is wide).
+    StepPmf block, rest;
+    double blocks = 0.0;
+    if (staged) {
+      const double b = static_cast<double>(block_steps);
+      blocks = std::floor(g_count / b);
+      block = coarsen(compose_block(small, b, tilt, max_size, kBlockWindowTail), g_ratio);
+      rest = coarsen(small, g_ratio);
+    }
+    auto compose_g = [&](double g_tilt) {
+      if (!staged) {
+        const std::vector<std::pair<const StepPmf*, double>> groups{{&small, g_count}};
+        return std::make_unique<ComposedPld>(groups, g_tilt, max_size);
+      }
+      const double b = static_cast<double>(block_steps);
+      const std::vector<std::pair<const StepPmf*, double>> groups{{&block, blocks}, {&rest, g_count - blocks * b}};
+      return std::make_unique<ComposedPld>(groups, g_tilt, max_size);
+    };
+    g_tilted_ = compose_g(tilt);
+    if (tilt > 0.0) g_flat_ = compose_g(0.0);
+    g_step_ = g_tilted_->discretization();
     g_low_ = kInf;
     g_high_ = kNegInf;
     g_x_low_ = 0.0;
@@ -264,8 +289,8 @@ SplitComposedPld::SplitComposedPld(const SplitStep& split, double count, long ra
       }
     }
     if (!(g_low_ < kInf)) g_low_ = g_high_ = 0.0;
-    g_high_ += d_fine_;
-    g_low_ -= d_fine_;
+    g_high_ += g_step_;
+    g_low_ -= g_step_;
     g_mass_u_ = std::exp(g_tilted_->log_mass_upper()) * (1.0 + 8.0 * kU);
     // Chernoff: sum_K p_K (1 - e^{y - K D})_+ <= e^{-lambda y} (sum_j s_j e^{lambda j D})^(T - H)
     // for the exact composition of the small part's upper masses s_j (the quantity G's
@@ -292,8 +317,8 @@ SplitComposedPld::SplitComposedPld(const SplitStep& split, double count, long ra
     g_mass_u_ = 1.0;
     g_x_low_ = 1.0;
   }
-  g_mass_p_low_ = g_p(g_low_ - d_fine_);
-  g_mass_q_ = g_q(g_low_ - d_fine_);
+  g_mass_p_low_ = g_p(g_low_ - g_step_);
+  g_mass_q_ = g_q(g_low_ - g_step_);
 
   // M = sum_{h <= H} C(T, h) s'^(H - h) r^h on the coarse grid, for the three sequences.
   const StepPmf coarse = coarsen(small, ratio);
@@ -656,7 +681,7 @@ double SplitComposedPld::lower_bound(double epsilon, double* offset) const {
       best_z = z;
     }
   }
-  const double fine = std::max(step / 16.0, d_fine_);
+  const double fine = std::max(step / 16.0, g_step_);
   const double centre = best_z;
   for (int j = -16; j <= 16; ++j) {
     const double z = centre + static_cast<double>(j) * fine;
@@ -675,7 +700,7 @@ double SplitComposedPld::lower_bound_near(double epsilon, double* offset) const 
   // around it, a fifth of lower_bound's tests, for the bisection over eps.
   const double width = std::max(g_high_ - g_low_, 4.0 * d_coarse_);
   const double step = 3.0 * width / 160.0;
-  const double fine = std::max(step / 16.0, d_fine_);
+  const double fine = std::max(step / 16.0, g_step_);
   const double centre = epsilon + *offset;
   double best = 0.0, best_z = centre;
   auto test = [&](double z) {

@@ -106,6 +106,42 @@ void invert_delta(Up up, Down down, double delta, double stop, double min_width,
 
 }  // namespace detail
 
+// COMPOSITION IN STAGES (Ghazi, Kamath, Kumar, Manurangsi, "Faster Privacy Accounting
+// via Evolving Discretization", ICML 2022, arXiv:2207.04381: their two-stage
+// self-composition, with O(T^(1/4)) buckets per stage, made certified). A long composition on one
+// grid pays for two things at once: the grid must be fine (connect the dots adds up to
+// D^2 / 4 of loss variance per step, T of them in all), and the window must hold the
+// whole composed spread (sqrt(T) standard deviations of a step), so the FFT grows like T.
+// Composing blocks of B steps on the fine grid D, then re-spreading each block onto a
+// grid r D (coarsen() in split.hpp, which adds at most (r D)^2 / 4 per block, a quarter
+// of B steps' worth at B = 4 r^2, the accountant's choice) and composing T / B blocks
+// there, keeps the spread and shrinks both windows: the block's by sqrt(T / B), the
+// whole one by r; r ~ (T / 2)^(1/4) balances the two.
+//
+// compose_block returns the `count`-fold composition of `step` as one StepPmf on the
+// same grid, certified entry by entry, so that it composes like any step:
+//  - upper masses: each window entry p_K at its computed value plus a bound on that
+//    entry's FFT round-off (power_window's entry_error: the spectrum's error bounds summed
+//    over N, far below the 2-norm bound where few frequencies carry the error) and the
+//    aliased tilted mass, untilted and rounded up; the mass below the window (an untilted
+//    Chernoff bound) is moved up to the
+//    window's first loss and the mass above it (the tilted one, untilted at the window's
+//    top) is sent to +inf: both only raise delta (step.hpp);
+//  - labels: the label sums in the window, P at its computed value less round-off and
+//    aliasing, Q plus them (P low, Q high); the label sums outside the window are labelled
+//    -inf, P- and Q-mass together (post-processing);
+//  - +inf masses composed (1 - (1 - m)^count), loss_slack count times the step's.
+// The entries' round-off is charged to every entry, and untilting multiplies it by
+// e^{-tilt K D}: far below a tilt's centre it would swamp the true masses (and inflate the
+// block's total Q-mass, which the composer uses below its windows). So where `tilt`
+// times the window's span exceeds 8, the block is composed at tilt 0 as well and every
+// entry takes the tightest of its two bounds: the two cover the entries above and below
+// the centre. The window holds both tilts' Chernoff windows (tails e^{log_window_tail}
+// per side).
+// Throws std::invalid_argument (the message counts the window's points and says to
+// increase discretization) beyond max_size.
+StepPmf compose_block(const StepPmf& step, double count, double tilt, std::size_t max_size, double log_window_tail);
+
 class ComposedPld {
  public:
   // Composes the (step, count) groups; every step must have the same

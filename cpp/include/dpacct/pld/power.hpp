@@ -94,8 +94,12 @@ struct PowerStats {
   std::size_t direct = 0;  // live frequencies recomputed directly, over all groups
   bool bulk_split = false; // some group's direct sums covered only its bulk
 };
+// `entry_error`, when given, receives (added) a bound on each entry's error on its own: the
+// spectrum's error bounds summed (a 1-norm) over N, plus the inverse transform's 2-norm term.
+// Where few frequencies carry the error it is far below the 2-norm bound.
 void power_window(const std::vector<const Tilted*>& seqs, const std::vector<double>& counts,
                   const fft::RealPlan& plan, long start, std::size_t single_size, Workspace& ws,
-                  std::vector<double>& out, double* error, PowerStats* stats = nullptr);
+                  std::vector<double>& out, double* error, PowerStats* stats = nullptr,
+                  double* entry_error = nullptr);
 
 }  // namespace dpacct::pld

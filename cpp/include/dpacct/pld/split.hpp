@@ -68,8 +68,12 @@ class SplitComposedPld {
   // `rare_tilt` tilts M (its upper and P-label sequences by e^{rare_tilt L}, the
   // Q-labels by e^{(rare_tilt + 1) L}) so that its round-off is weighted like the
   // queried delta; it must leave the far rare losses small after tilting.
+  // With `block_steps` B > 1, G is composed in two stages (compose.hpp, compose_block):
+  // blocks of B small steps on the small grid, each (and the T - H - B floor((T - H) / B)
+  // steps left) re-spread onto the grid `g_ratio` times as wide, which must divide the
+  // rare grid's ratio; the flat G from blocks composed without tilt.
   SplitComposedPld(const SplitStep& split, double count, long rare_max, double tilt, double rare_tilt,
-                   std::size_t max_size);
+                   std::size_t max_size, long block_steps = 0, long g_ratio = 1);
 
   void delta_bounds(double epsilon, double* lower, double* upper) const;
   // Same contract as ComposedPld::epsilon_bounds (below_window is always false).
@@ -98,6 +102,7 @@ class SplitComposedPld {
 
   long rare_max_ = 0;
   double d_fine_ = 0.0, d_coarse_ = 0.0;
+  double g_step_ = 0.0;  // G's grid: d_fine_, or g_ratio d_fine_ when composed in stages
   bool g_identity_ = false;  // T <= H: G is the unit mass at loss 0
   std::unique_ptr<ComposedPld> g_tilted_, g_flat_;
   double g_low_ = 0.0, g_high_ = 0.0;      // losses outside which G's pieces are constant / closed form
