@@ -128,6 +128,21 @@ _MIN_DISCRETIZATION = 1e-12
 _GAP_CONSTANT = 0.45
 _GAP_TARGET = 0.85
 _GAUSSIAN_QUANTILE = 10.0  # ... applied where (eps - V/2) / sqrt(V) is at most this
+# Composition in stages (PLDAccountant._stages): used from this many window points of the one-grid
+# composition, with blocks of 4 r^2 steps re-spread onto a grid r times as wide, r the largest power
+# of two <= (T / 2)^(1/4), the blocks' window tails at e^-60 (their round-off is charged per entry).
+_STAGE_FROM = 2**16
+_STAGE_WINDOW_TAIL = -60.0
+_STAGE_SHAPE = 0.5  # ... and only where the composed loss's skewness and excess kurtosis are at most this
+# ... and one step's support spans at most this fraction of the composed window (16 standard deviations).
+# A block's window holds a few step supports (its tilted tails), so only then are the two stages cheaper
+# than one grid: at sigma=0.8, q=1e-3, T=1e6 (a step spans 0.28 of the window) blocks of 2^16 entries took
+# an epsilon query from 34 to 104 ms; at sigma=1, q=1e-3, T=1e7 (0.084) from 107 to 54 ms. Long steps also
+# cost the blocks' lower bounds: at sigma=0.946, q=3.77e-6, T=8.4e5 (3.2) each block needed 2^21 entries,
+# and their round-off charges took the lower bound on delta to 0.
+_STAGE_SUPPORT = 0.1
+_STAGE_TILT = 50.0  # ... and tilts at most this (PLDAccountant._stages)
+_SPLIT_STAGE_TILT = 5000.0  # ... and for the split composition's G, its tilts at most this (_split_stages)
 
 
 class Bounds(NamedTuple):
@@ -700,12 +715,17 @@ class PLDAccountant(Accountant):
             span = self._spans.get((direction, round(tilt, 6), log_tail, window_tail))
             if span is not None:
                 d = max(d, 1.05 * span / size)
+            else:
+                # Unmeasured: the window holds about 14 standard deviations of the composed loss (its
+                # tails e^-25), so a grid on which 2 of them exceed `size` points cannot hold it. (At
+                # sigma=0.538, q=0.0288, T=3.8e7 a delta query's new tilt asked for 1.9e-6, 2e10 points:
+                # its step of 1.1e7 cells cost 5 s before the composer said no.)
+                variance = sum(c * self._coarse_cumulants(spec, direction)[0] for spec, c in groups)
+                d = max(d, 2.0 * math.sqrt(variance) / size)
             while True:
                 try:
-                    steps = [self._step(spec, direction, d, log_tail) for spec, _ in groups]
-                    built = _core.pld.ComposedPld(
-                        steps, [float(c) for _, c in groups], tilt, size, window_tail, thorough, lower
-                    )
+                    built = self._compose_on_grid(groups, direction, d, tilt, log_tail, size, window_tail, thorough,
+                                                  lower)
                 except ValueError as error:
                     if "increase discretization" not in str(error) or d >= self._coarsest:
                         raise
@@ -727,6 +747,71 @@ class PLDAccountant(Accountant):
                     built.window_high - built.window_low, built.cells_high - built.cells_low
                 )
         return self._composed_cache[key]
+
+    def _compose_on_grid(
+        self, groups: list[tuple[_Spec, int]], direction: str, d: float, tilt: float, log_tail: float, size: int,
+        window_tail: float, thorough: bool, lower: bool,
+    ) -> Any:
+        """One ComposedPld whose connect-the-dots spread is that of grid ``d``: on it, or in two stages.
+
+        In stages (``_stages``): blocks of ``B`` steps composed on a grid ``d1`` (``compose_block``,
+        certified entry by entry), re-spread onto ``r d1`` (``coarsen``) and composed there with the
+        remaining ``T mod B`` steps, also re-spread. Each block adds at most ``(r d1)^2 / 4`` of loss
+        variance, so ``d1 = d / sqrt(1 + r^2 / B)`` keeps the total at the one-grid ``T d^2 / 4``.
+        """
+        staging = self._stages(groups, direction, d, tilt, thorough, size)
+        if staging is None:
+            steps = [self._step(spec, direction, d, log_tail) for spec, _ in groups]
+            return _core.pld.ComposedPld(steps, [float(c) for _, c in groups], tilt, size, window_tail, thorough, lower)
+        block_steps, ratio = staging
+        spec, count = groups[0]
+        fine = d / math.sqrt(1.0 + ratio * ratio / block_steps)
+        step = self._step(spec, direction, fine, log_tail)
+        block = _core.pld.compose_block(step, float(block_steps), tilt, size, min(window_tail, _STAGE_WINDOW_TAIL))
+        blocks, rest = divmod(count, block_steps)
+        parts = [_core.pld.coarsen(block, ratio), _core.pld.coarsen(step, ratio)]
+        return _core.pld.ComposedPld(parts, [float(blocks), float(rest)], tilt, size, window_tail, thorough, lower)
+
+    def _stages(
+        self, groups: list[tuple[_Spec, int]], direction: str, d: float, tilt: float, thorough: bool, size: int
+    ) -> tuple[int, int] | None:
+        """``(B, r)`` for a composition in stages, or None for one grid.
+
+        Stages pay where the one-grid window is long (at least ``_STAGE_FROM`` points, estimated from
+        the coarse step's variance) because many steps spread it: the blocks' windows shrink by
+        ``sqrt(T / B)`` and the whole one by ``r``; ``r = (T / 2)^(1/4)`` balances the two. Only where
+        the composed loss is near normal: there the grid's error is the spread, second order in the
+        width (``_grid``); where a few rare losses set epsilon it is first order, and the blocks'
+        coarser grid would widen it. Not where the lower bound is a small difference of large masses,
+        which the blocks' round-off charges (one per entry) would swamp: ``thorough`` compositions, and
+        tilts above ``_STAGE_TILT``. (Near the Gaussian limit the slope is ``lambda = eps / V + 1/2`` and
+        the best test's delta is about ``1 / lambda`` of the P-mass it compares, so the tilt bounds the
+        relative precision the labels need: at sigma=9.88, q=2.3e-8, T=7.6e6, lambda ~ 2e5, and in
+        stages the lower bound fell from 8.04e-6 to 6.03e-6.)
+        """
+        if thorough or tilt > _STAGE_TILT or self._discretization is not None or len(groups) != 1:
+            return None
+        spec, count = groups[0]
+        if count < 1024:
+            return None
+        ratio = 1 << int(math.floor(math.log2((count / 2.0) ** 0.25)))
+        if ratio < 4:
+            return None
+        variance, third, fourth = self._coarse_cumulants(spec, direction)
+        if not variance > 0.0:
+            return None
+        total = count * variance
+        if abs(count * third) > _STAGE_SHAPE * total**1.5 or abs(count * fourth) > _STAGE_SHAPE * total**2:
+            return None
+        # (Not where one grid would not fit in ``size`` either: the caller coarsens that one first,
+        # and stages at the requested width would be finer than the answer it gets, and slower.)
+        window = 16.0 * math.sqrt(total)
+        coarse = self._coarse(spec, direction)
+        if not _STAGE_FROM <= window / d <= size:
+            return None
+        if coarse.log_upper.size * float(coarse.discretization) > _STAGE_SUPPORT * window:
+            return None
+        return 4 * ratio * ratio, ratio
 
     # -- guides: Chernoff estimates from the coarse steps -----------------------------------
 
@@ -914,16 +999,7 @@ class PLDAccountant(Accountant):
         """Second, third and fourth cumulants of one step's finite loss under P, from the coarse step."""
         key = (spec, direction, "cumulants", self._coarse_tail)
         if key not in self._steps:
-            log_mass, loss = self._coarse_parts(spec, direction)
-            if log_mass.size == 0:
-                self._steps[key] = (0.0, 0.0, 0.0)
-            else:
-                mass = np.exp(log_mass - log_mass.max())
-                mass /= mass.sum()
-                centred = loss - float((mass * loss).sum())
-                square = centred * centred
-                m2, m3, m4 = (float((mass * x).sum()) for x in (square, square * centred, square * square))
-                self._steps[key] = (m2, m3, m4 - 3.0 * m2 * m2)
+            self._steps[key] = _loss_cumulants(*self._coarse_parts(spec, direction))
         return self._steps[key]  # type: ignore[no-any-return]
 
     # -- composition by the number of rare steps (tiny sampling rates) ----------------------
@@ -1001,7 +1077,8 @@ class PLDAccountant(Accountant):
         dynamic_range = min(max(1.7 * math.log(1.0 / delta), 30.0), 45.0)
         rare_tilt = min(tilt, dynamic_range / max(rare_top, 1e-12))
         size = self._max_size if max_size is None else min(max_size, self._max_size)
-        return _core.pld.SplitComposedPld(small, rare, steps, rare_max, tilt, rare_tilt, size)
+        block_steps, g_ratio = _split_stages(small, steps - min(rare_max, steps), ratio, tilt)
+        return _core.pld.SplitComposedPld(small, rare, steps, rare_max, tilt, rare_tilt, size, block_steps, g_ratio)
 
     def _refine_split(
         self, spec: _Spec, direction: str, steps: float, epsilon: float, allowed: float,
@@ -1989,6 +2066,50 @@ def _spread_variance(step: Any) -> tuple[float, float]:
     own_mean = float((weight * own).sum() / weight.sum())
     merged = float((weight * (own - own_mean) ** 2).sum() / weight.sum())
     return max(upper - merged, 0.0), merged
+
+
+def _loss_cumulants(log_mass: NDArray[np.float64], loss: NDArray[np.float64]) -> tuple[float, float, float]:
+    """Second, third and fourth cumulants of the losses ``loss`` with log-masses ``log_mass`` (normalised)."""
+    if log_mass.size == 0:
+        return 0.0, 0.0, 0.0
+    mass = np.exp(log_mass - log_mass.max())
+    mass /= mass.sum()
+    centred = loss - float((mass * loss).sum())
+    square = centred * centred
+    m2, m3, m4 = (float((mass * x).sum()) for x in (square, square * centred, square * square))
+    return m2, m3, m4 - 3.0 * m2 * m2
+
+
+def _split_stages(small: Any, g_count: float, ratio: int, tilt: float) -> tuple[int, int]:
+    """``(B, r)`` for composing a split composition's G (``g_count`` small steps) in stages, or ``(0, 1)``.
+
+    As ``PLDAccountant._stages``: where G's window (16 standard deviations of the composed small
+    part) is at least ``_STAGE_FROM`` points and G is near normal; ``r`` a power of two that divides
+    the rare grid's ``ratio`` (G's coarser grid must divide the rare one), at most ``(g_count / 2)^(1/4)``.
+    Not for G's tilts above ``_SPLIT_STAGE_TILT`` (``log(1 / delta) / epsilon``: tiny epsilons, whose
+    lower bounds are small differences of G's label masses near 1/2, which the blocks' per-entry
+    round-off charges would swamp: at sigma=1.04, q=1.1e-8, T=2.5e5, delta(1.7e-5) at a tilt of 1e6 went
+    from 1.0 % to 6.4 % wide in stages; sigma=0.5, q=1e-7, T=1e7 at a tilt of 1317 keeps its width).
+    """
+    if g_count < 1024 or tilt > _SPLIT_STAGE_TILT:
+        return 0, 1
+    r = 1 << int(math.floor(math.log2((g_count / 2.0) ** 0.25)))
+    while r > 1 and ratio % r:
+        r //= 2
+    if r < 4:
+        return 0, 1
+    log_upper = np.asarray(small.log_upper)
+    finite = np.isfinite(log_upper)
+    loss = (small.upper_low + np.nonzero(finite)[0]) * float(small.discretization)
+    variance, third, fourth = _loss_cumulants(log_upper[finite], loss)
+    total = g_count * variance
+    window = 16.0 * math.sqrt(total)
+    d = float(small.discretization)
+    if not total > 0.0 or window / d < _STAGE_FROM or log_upper.size * d > _STAGE_SUPPORT * window:
+        return 0, 1
+    if abs(g_count * third) > _STAGE_SHAPE * total**1.5 or abs(g_count * fourth) > _STAGE_SHAPE * total**2:
+        return 0, 1
+    return 4 * r * r, r
 
 
 def _binomial_tail_count(steps: float, rate: float, allowed: float) -> int:
