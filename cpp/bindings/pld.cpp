@@ -47,7 +47,7 @@ bool parse_direction(const std::string& direction) {
 // above) and the geometric rare cells above it (pld/one_rare.hpp).
 py::object monotone_step(std::shared_ptr<const MonotonePair> base, double sampling_probability,
                          const std::string& direction, double discretization, double log_tail, std::size_t max_cells,
-                         long split_ratio, long split_tau, double rare_growth, bool size_only) {
+                         long split_ratio, long split_tau, double rare_growth, bool size_only, bool shared_labels) {
   const bool add = parse_direction(direction);
   std::shared_ptr<const MonotonePair> pair = std::make_shared<dpacct::pld::Subsampled>(std::move(base), sampling_probability);
   if (add) pair = std::make_shared<dpacct::pld::Swapped>(pair);
@@ -72,7 +72,7 @@ py::object monotone_step(std::shared_ptr<const MonotonePair> base, double sampli
   StepPmf step;
   {
     py::gil_scoped_release release;
-    step = dpacct::pld::discretize(*pair, discretization, log_tail, max_cells);
+    step = dpacct::pld::discretize(*pair, discretization, log_tail, max_cells, shared_labels);
   }
   return py::cast(std::move(step));
 }
@@ -122,6 +122,11 @@ void bind_pld(py::module_& m) {
       .def_readonly("infinity_upper", &StepPmf::infinity_upper)
       .def_readonly("infinity_lower", &StepPmf::infinity_lower)
       .def_readonly("loss_slack", &StepPmf::loss_slack)
+      .def_property_readonly("log_q_mid", [](const StepPmf& s) { return to_array(s.log_q_mid); })
+      .def_property_readonly("own_mid", [](const StepPmf& s) { return to_array(s.own_mid); })
+      .def_readonly("mid_error", &StepPmf::mid_error)
+      .def_readonly("own_error", &StepPmf::own_error)
+      .def_property_readonly("mid_weights", [](const StepPmf& s) { return to_array(s.mid_weights); })
       .def_readonly("mean_abs_loss", &StepPmf::mean_abs_loss)
       .def_readonly("loss_sd", &StepPmf::loss_sd)
       .def_readonly("max_abs_loss", &StepPmf::max_abs_loss);
@@ -129,38 +134,40 @@ void bind_pld(py::module_& m) {
   pld.def(
       "gaussian_step",
       [](double noise_multiplier, double sampling_probability, const std::string& direction, double discretization,
-         double log_tail, std::size_t max_cells, long split_ratio, long split_tau, double rare_growth, bool size_only) {
+         double log_tail, std::size_t max_cells, long split_ratio, long split_tau, double rare_growth, bool size_only,
+         bool shared_labels) {
         return monotone_step(std::make_shared<dpacct::pld::GaussianPair>(noise_multiplier), sampling_probability,
                              direction, discretization, log_tail, max_cells, split_ratio, split_tau, rare_growth,
-                             size_only);
+                             size_only, shared_labels);
       },
       "noise_multiplier"_a, "sampling_probability"_a, "direction"_a, "discretization"_a, "log_tail"_a, "max_cells"_a,
-      "split_ratio"_a = 0, "split_tau"_a = 0, "rare_growth"_a = 0.0, "size_only"_a = false,
+      "split_ratio"_a = 0, "split_tau"_a = 0, "rare_growth"_a = 0.0, "size_only"_a = false, "shared_labels"_a = false,
       "One step of the Poisson-subsampled Gaussian; see dpacct.pld.");
   pld.def(
       "laplace_step",
       [](double noise_multiplier, double sampling_probability, const std::string& direction, double discretization,
-         double log_tail, std::size_t max_cells, long split_ratio, long split_tau, double rare_growth, bool size_only) {
+         double log_tail, std::size_t max_cells, long split_ratio, long split_tau, double rare_growth, bool size_only,
+         bool shared_labels) {
         return monotone_step(std::make_shared<dpacct::pld::LaplacePair>(noise_multiplier), sampling_probability,
                              direction, discretization, log_tail, max_cells, split_ratio, split_tau, rare_growth,
-                             size_only);
+                             size_only, shared_labels);
       },
       "noise_multiplier"_a, "sampling_probability"_a, "direction"_a, "discretization"_a, "log_tail"_a, "max_cells"_a,
-      "split_ratio"_a = 0, "split_tau"_a = 0, "rare_growth"_a = 0.0, "size_only"_a = false,
+      "split_ratio"_a = 0, "split_tau"_a = 0, "rare_growth"_a = 0.0, "size_only"_a = false, "shared_labels"_a = false,
       "One step of the Poisson-subsampled Laplace mechanism; see dpacct.pld.");
   pld.def(
       "mixture_gaussian_step",
       [](double noise_multiplier, const Array& sensitivities, const Array& probabilities, double sampling_probability,
          const std::string& direction, double discretization, double log_tail, std::size_t max_cells,
-         long split_ratio, long split_tau, double rare_growth, bool size_only) {
+         long split_ratio, long split_tau, double rare_growth, bool size_only, bool shared_labels) {
         auto base = std::make_shared<dpacct::pld::MixtureGaussianPair>(
             noise_multiplier, to_vector(sensitivities, "sensitivities"), to_vector(probabilities, "probabilities"));
         return monotone_step(std::move(base), sampling_probability, direction, discretization, log_tail, max_cells,
-                             split_ratio, split_tau, rare_growth, size_only);
+                             split_ratio, split_tau, rare_growth, size_only, shared_labels);
       },
       "noise_multiplier"_a, "sensitivities"_a, "probabilities"_a, "sampling_probability"_a, "direction"_a,
       "discretization"_a, "log_tail"_a, "max_cells"_a, "split_ratio"_a = 0, "split_tau"_a = 0, "rare_growth"_a = 0.0,
-      "size_only"_a = false,
+      "size_only"_a = false, "shared_labels"_a = false,
       "One step of the Poisson-subsampled mixture-of-Gaussians mechanism; see dpacct.pld.");
   pld.def(
       "finite_step",
@@ -263,15 +270,16 @@ void bind_pld(py::module_& m) {
 
   py::class_<dpacct::pld::ComposedPld>(pld, "ComposedPld", "A composed, tilted PLD of one direction; see dpacct.pld.")
       .def(py::init([](const std::vector<const StepPmf*>& steps, const std::vector<double>& counts, double tilt,
-                       std::size_t max_size, double log_window_tail, bool thorough, bool lower) {
+                       std::size_t max_size, double log_window_tail, bool thorough, bool lower, bool shared) {
              if (steps.size() != counts.size()) throw std::invalid_argument("steps and counts must have the same length");
              std::vector<std::pair<const StepPmf*, double>> groups;
              for (std::size_t i = 0; i < steps.size(); ++i) groups.emplace_back(steps[i], counts[i]);
              py::gil_scoped_release release;
-             return new dpacct::pld::ComposedPld(groups, tilt, max_size, log_window_tail, thorough, lower);
+             return new dpacct::pld::ComposedPld(groups, tilt, max_size, log_window_tail, thorough, lower, shared);
            }),
            "steps"_a, "counts"_a, "tilt"_a, "max_size"_a, "log_window_tail"_a = -25.0, "thorough"_a = false,
-           "lower"_a = true)
+           "lower"_a = true, "shared"_a = false)
+      .def_property_readonly("shared_labels", &dpacct::pld::ComposedPld::shared_labels)
       .def(
           "delta_bounds",
           &delta_bounds_of<dpacct::pld::ComposedPld>,

@@ -131,17 +131,28 @@ long scan(F value, long from, long to) {
 }  // namespace
 
 ComposedPld::ComposedPld(const std::vector<std::pair<const StepPmf*, double>>& groups, double tilt,
-                         std::size_t max_size, double log_window_tail, bool thorough, bool lower)
+                         std::size_t max_size, double log_window_tail, bool thorough, bool lower, bool shared)
     : tilt_(tilt), log_tail_u_(log_window_tail), log_tail_c_(log_window_tail) {
   require_nonnegative_finite("tilt", tilt);
   if (!(log_window_tail <= -25.0 && log_window_tail >= -700.0)) fail("log_window_tail", "in [-700, -25]", log_window_tail);
-  std::vector<Tilted> upper, cells_p, cells_q;
+  std::vector<Tilted> upper, cells_p, cells_q, mid_p, mid_q;
   std::vector<double> counts;
   double log_no_infinity = 0.0, log_no_infinity_upper = 0.0;
   double absolute_u = 0.0, absolute_p = 0.0, absolute_q = 0.0;  // see Tilted::absolute_rounding
   upper.reserve(groups.size());
   cells_p.reserve(groups.size());
   cells_q.reserve(groups.size());
+  // Shared labels (step.hpp) where asked for and every step has them.
+  shared_ = shared && lower;
+  for (const auto& [step, count] : groups) {
+    if (count > 0.0 && (step->log_q_mid.empty() || step->log_q_mid.size() != step->log_p.size() ||
+                        step->mid_weights.size() != 4)) {
+      shared_ = false;
+    }
+  }
+  double log_up_eta = 0.0, log_down_eta = 0.0, own_total = 0.0;  // sum count log(1 +- eta), sum count nu
+  double absolute_p2 = 0.0, absolute_q2 = 0.0;
+  double log_nu_weight = 0.0, own_largest = 0.0;                 // sum count log(1 + w_nu), max nu
   for (const auto& [step, count] : groups) {
     if (!(count >= 0.0 && count == std::floor(count) && count < 9.0e15)) fail("count", "an integer >= 0", count);
     if (count == 0.0) continue;
@@ -154,6 +165,23 @@ ComposedPld::ComposedPld(const std::vector<std::pair<const StepPmf*, double>>& g
     upper.push_back(tilt_sequence(step->log_upper, step->upper_low, tilt, d));
     cells_p.push_back(tilt_sequence(step->log_p, step->label_low, tilt, d));
     cells_q.push_back(tilt_sequence(step->log_q, step->label_low, tilt + 1.0, d));
+    if (shared_) {
+      mid_p.push_back(tilt_sequence(step->log_q_mid, step->label_low, tilt, d, &step->own_mid));
+      mid_q.push_back(tilt_sequence(step->log_q_mid, step->label_low, tilt + 1.0, d));
+      log_shift_p2_ += count * mid_p.back().log_norm;
+      log_shift_q2_ += count * mid_q.back().log_norm;
+      log_rounding2_ += count * std::max(mid_p.back().max_rounding, mid_q.back().max_rounding);
+      absolute_p2 += count * mid_p.back().absolute_rounding;
+      absolute_q2 += count * mid_q.back().absolute_rounding;
+      log_up_eta += count * std::log1p(step->mid_error);
+      log_down_eta += count * std::log1p(-std::min(step->mid_error, 0.5));
+      own_total += count * step->own_error;
+      own_largest = std::max(own_largest, step->own_error);
+      shared_w_p_ += count * step->mid_weights[0];
+      shared_w_pq_ += count * step->mid_weights[1];
+      shared_w_q_ += count * step->mid_weights[2];
+      log_nu_weight += count * std::log1p(step->mid_weights[3]);
+    }
     counts.push_back(count);
     log_no_infinity_upper += count * std::log1p(-std::min(step->infinity_upper, 1.0));
     log_no_infinity += count * std::log1p(-std::min(step->infinity_lower, 1.0));
@@ -193,13 +221,18 @@ ComposedPld::ComposedPld(const std::vector<std::pair<const StepPmf*, double>>& g
   if (labels_empty_) {
     cells_p.clear();
     cells_q.clear();
+    mid_p.clear();
+    mid_q.clear();
+    shared_ = false;
   }
   if (upper.empty() && cells_p.empty()) {
     size_ = 1;
     return;
   }
 
-  std::vector<const Tilted*> pu, pp, pq;
+  std::vector<const Tilted*> pu, pp, pq, mp, mq;
+  for (auto& t : mid_p) mp.push_back(&t);
+  for (auto& t : mid_q) mq.push_back(&t);
   for (auto& t : upper) pu.push_back(&t);
   for (auto& t : cells_p) pp.push_back(&t);
   for (auto& t : cells_q) pq.push_back(&t);
@@ -225,8 +258,11 @@ ComposedPld::ComposedPld(const std::vector<std::pair<const StepPmf*, double>>& g
   if (!pp.empty()) {
     double full_low = 0.0, full_high = 0.0;
     full_support(pp, counts, &full_low, &full_high);
+    // (The shared labels' sequences live on the same labels: one window holds all four.)
+    const bool mids = mp.empty() || (chernoff_window(mp, counts, d, log_window_tail, &low_c, &high_c) &&
+                                     chernoff_window(mq, counts, d, log_window_tail, &low_c, &high_c));
     if (!single_ && !(chernoff_window(pp, counts, d, log_window_tail, &low_c, &high_c) &&
-                      chernoff_window(pq, counts, d, log_window_tail, &low_c, &high_c))) {
+                      chernoff_window(pq, counts, d, log_window_tail, &low_c, &high_c) && mids)) {
       low_c = kInf;
     }
     if (single_ || !(low_c < kInf) || prefer_full(full_high - full_low, (high_c - low_c) / d)) {
@@ -296,7 +332,39 @@ ComposedPld::ComposedPld(const std::vector<std::pair<const StepPmf*, double>>& g
     err_q_ = entry_error_q_ * weight_norm(tilt_ + 1.0, d, size_) + std::exp(log_tail_c_);
     factor_p_ = std::exp(-log_rounding_) * (1.0 - suffix_error_);
     factor_q_ = std::exp(log_rounding_) * (1.0 + suffix_error_);
+    factor_p_up_ = std::exp(log_rounding_) * (1.0 + suffix_error_);
     total_q_ = std::exp(log_mass_q_) * (1.0 + 8.0 * kU);
+    if (shared_) {
+      // The shared labels on the same window (power.hpp's error bounds, as above).
+      std::vector<double> cm;
+      power_window(mp, counts, plan, cells_start_, single_ ? size_ : 0, ws, cm, &entry_error_p2_, &stats_);
+      entry_error_p2_ += absolute_p2 * std::exp(log_rounding2_) * (1.0 + 1e-6);
+      sp2_ = suffix_sums(cm, tilt, d);
+      power_window(mq, counts, plan, cells_start_, single_ ? size_ : 0, ws, cm, &entry_error_q2_, &stats_);
+      entry_error_q2_ += absolute_q2 * std::exp(log_rounding2_) * (1.0 + 1e-6);
+      sq2_ = suffix_sums(cm, tilt + 1.0, d);
+      err_p2_ = entry_error_p2_ * weight_norm(tilt_, d, size_) + 2.0 * std::exp(log_tail_c_);
+      err_q2_ = entry_error_q2_ * weight_norm(tilt_ + 1.0, d, size_) + std::exp(log_tail_c_);
+      factor_p2_ = std::exp(-log_rounding2_) * (1.0 - suffix_error_);
+      factor_q2_ = std::exp(log_rounding2_) * (1.0 + suffix_error_);
+      factor_p2_up_ = std::exp(log_rounding2_) * (1.0 + suffix_error_);
+      // prod (1 + rho_t) lies in [(1 - eta)^T, (1 + eta)^T], e^N in [e^-nu_T, e^nu_T]
+      // (each rounded outward), so P(A) <= P~(A) e^{nu_T} / (1 - eta)^T and Q(A) <= Q~(A) / (1 - eta)^T.
+      const double round = 1.0 + 16.0 * kU;
+      shared_gamma_ = std::expm1(log_up_eta) * round;
+      shared_kappa_ = std::expm1(own_total) * round;
+      shared_kappa_w_ = std::expm1(log_nu_weight + own_largest) * round;
+      shared_kappa_n_ = std::expm1(log_nu_weight) * round;
+      shared_w_p_ *= round;
+      shared_w_pq_ *= round;
+      shared_w_q_ *= round;
+      shared_up_q_ = std::exp(-log_down_eta) * round;
+      shared_up_p_ = std::exp(own_total - log_down_eta) * round;
+    }
+  }
+  if (shared_) {
+    // TV(P^T, Q^T) = delta(0) of the labelled pair, at most that of the mechanism: the upper bound.
+    tv_upper_ = has_upper_ ? std::min(upper_bound(0.0), 1.0) : 1.0;
   }
 }
 
@@ -441,12 +509,91 @@ long ComposedPld::crossing(double epsilon) const {
 
 // Lower bound: max over thresholds j of P(K >= j) - e^eps Q(K >= j), with the
 // P side taken low and the Q side high.
+// The best value(i) over the threshold tests for epsilon e. The test is best at the crossing.
+// Round-off can move the computed crossing by a few entries, and labels left empty (a coarse
+// partition) break the monotonicity the search relies on; the label sum tracks the loss
+// (P_K / Q_K ~ e^{K D}), so the crossing is also near K = e / D. Climb to the local maximum
+// from both starting points (and from a scan of long windows); where none finds a positive
+// test, from the best of a sparse scan over the reliable entries and the two, or (exhaustive:
+// no finite upper answer to start from, e.g. an optimistic PLD alone) every test, once.
+template <class F>
+double ComposedPld::best_test(F value, double e, bool exhaustive) const {
+  const long n = static_cast<long>(size_);
+  const long hi = crossing(e);
+  const long guess = std::clamp(static_cast<long>(std::ceil(e / discretization_)) - cells_start_, 0L, n - 1);
+  double best = std::max(climb(value, hi, n), climb(value, guess, n));
+  if (n >= kScanFrom) best = std::max(best, climb(value, scan(value, 0, n - 1), n));
+  if (!(best > 0.0)) {
+    if (exhaustive) {
+      for (long i = 0; i < n; ++i) best = std::max(best, value(i));
+    } else {
+      const long from = std::min({guess, hi, reliable_low_}), to = std::max({guess, hi, reliable_high_});
+      best = std::max(best, climb(value, scan(value, from, to), n));
+    }
+  }
+  return best;
+}
+
+// The shared labels' threshold test at entry i (step.hpp). With Q~_j = Q_j (1 + rho_j),
+// |rho_j| <= eta_j, and own_mid_j = l_j + N_j, |N_j| <= nu_j, the computed
+// X = P~(A) - e^eps Q~(A) = E_Q[1_A prod_t (1 + rho_t) (e^{L+N} - e^eps)] (P~ low and Q~ high
+// for the transforms' errors, as for any labels) differs from the true test
+// Y = E_Q[1_A (e^L - e^eps)] by
+//   E_Q[1_A (prod (1 + rho_t) - 1)(e^{L+N} - e^eps)] + E_Q[1_A e^L (e^N - 1)].
+// Two bounds on that:
+//  (0) gamma (e^{nu_T} P(A) + e^eps Q(A)) + kappa P(A): gamma = (1 + eta_max)^T - 1,
+//      kappa = e^{nu_T} - 1 (the largest errors);
+//  (1) telescoping prod - 1 = sum_t rho_t prod_{s<t} (1 + rho_s), and conditioning on step t's
+//      label j: E_Q[|e^L - e^eps| | j] <= e^{l_j} E_Q|e^{L_rest} - 1| + |e^{l_j} - e^eps|
+//      <= e^{l_j} 2 TV + |e^{l_j} - e^eps| (TV of the other steps at most the whole one's, at
+//      most delta_u(0)), so the first part is at most
+//        (1 + gamma) [(kappa_w + 2 TV) W_p + W_pq + (e^eps - 1) W_q]      (eps >= 0)
+//      with W_p = sum_t sum_j eta_j P_j, W_pq = sum_t sum_j eta_j |P_j - Q_j|,
+//      W_q = sum_t sum_j eta_j Q_j (the steps' mid_weights) and
+//      kappa_w = e^{nu_max} prod_t (1 + sum_j P_j (e^{nu_j} - 1)) - 1 (E_Q[e^L |e^N - 1| | j] is at
+//      most e^{l_j} kappa_w: step t's own error at most nu_max, the others' averaged under P); the
+//      second part is at most E_P[e^{|N|}] - 1 <= prod_t (1 + sum_j P_j (e^{nu_j} - 1)) - 1 =
+//      kappa_n (or kappa P(A)).
+// (1) is the one that pays where eps is tiny: the test compares masses near 1/2 and the
+// weighted errors meet only TV and eps. Each is A - e^eps B; *a and *b receive the pair of
+// form `form`, false where it does not apply.
+bool ComposedPld::shared_test(long i, double epsilon, int form, double* a, double* b, double* scale) const {
+  const double d = discretization_;
+  const double kd = static_cast<double>(cells_start_ + i) * d;
+  const double sp = sp2_[static_cast<std::size_t>(i)], sq = sq2_[static_cast<std::size_t>(i)];
+  const double log_p = log_shift_p2_ - tilt_ * kd, log_q = log_shift_q2_ - (tilt_ + 1.0) * kd;
+  if (log_p > 700.0 || log_q > 700.0) return false;
+  const double p_low = sp - err_p2_ > 0.0 ? std::exp(log_p + std::log((sp - err_p2_) * factor_p2_)) : 0.0;
+  const double p_up = std::exp(log_p + std::log((sp + err_p2_) * factor_p2_up_)) * shared_up_p_;
+  const double q_tilde = std::exp(log_q + std::log((sq + err_q2_) * factor_q2_));
+  const double q_up = q_tilde * shared_up_q_;
+  const double gamma = shared_gamma_, kappa = shared_kappa_;
+  if (form == 0) {
+    *a = p_low + any_infinity_lower_ - (gamma * (1.0 + kappa) + kappa) * p_up;
+    *b = q_tilde + gamma * q_up;
+  } else {
+    if (epsilon < 0.0) return false;
+    const double grow = 1.0 + gamma;
+    const double second = std::min(shared_kappa_n_, kappa * p_up);
+    *a = p_low + any_infinity_lower_ - second -
+         grow * ((shared_kappa_w_ + 2.0 * tv_upper_) * shared_w_p_ + shared_w_pq_ - shared_w_q_);
+    *b = q_tilde + grow * shared_w_q_;
+  }
+  // Rounding: each exponential above errs by ulps of its exponent's magnitude (relative), the
+  // sums by a few u of their terms.
+  const double magnitude = std::fabs(log_p) + std::fabs(log_q) + std::fabs(std::log(std::max(sp + err_p2_, 1e-300))) +
+                           std::fabs(std::log(std::max(sq + err_q2_, 1e-300))) + std::fabs(log_rounding2_) + 8.0;
+  const double charges = gamma * (2.0 + tv_upper_) + (1.0 + gamma) * (shared_w_p_ * 3.0 + shared_w_pq_ + shared_w_q_);
+  *scale = 16.0 * kU * magnitude * (p_low + p_up + any_infinity_lower_ + charges);
+  *scale += 16.0 * kU * magnitude * std::exp(std::min(epsilon, 700.0)) * (q_tilde + q_up + charges);
+  return true;
+}
+
 double ComposedPld::lower_bound(double epsilon) const {
   if (sp_.empty()) return any_infinity_lower_;
+  const double shared = shared_ ? shared_lower_bound(epsilon) : 0.0;
   const double d = discretization_;
-  const long n = static_cast<long>(size_);
   const double err_p = err_p_, err_q = err_q_;
-  const long hi = crossing(epsilon);
   const double factor_p = factor_p_, factor_q = factor_q_;
   const double log_infinity = any_infinity_lower_ > 0.0 ? std::log(any_infinity_lower_) : kNegInf;
   // P(K >= j) - e^eps Q(K >= j) at j = cells_start + i (0 if negative), in log space.
@@ -470,20 +617,47 @@ double ComposedPld::lower_bound(double epsilon) const {
     const double shrink = 64.0 * kU * magnitude / -std::expm1(x);
     return std::exp(log_p + log1mexp(x)) * (1.0 - 8.0 * kU) * std::max(1.0 - shrink, 0.0);
   };
-  // The threshold test is best at the crossing. Round-off can move the
-  // computed crossing by a few entries, and labels left empty (a coarse
-  // partition) break the monotonicity the search relies on; the label sum
-  // tracks the loss (P_K / Q_K ~ e^{K D}), so the crossing is also near
-  // K = eps / D. Climb to the local maximum from both starting points; where neither finds a
-  // positive test, also from the best of a sparse scan over the reliable entries and the two.
-  const long guess = std::clamp(static_cast<long>(std::ceil(epsilon / d)) - cells_start_, 0L, n - 1);
-  double best = std::max({0.0, climb(value_at, hi, n), climb(value_at, guess, n)});
-  if (n >= kScanFrom) best = std::max(best, climb(value_at, scan(value_at, 0, n - 1), n));
-  if (!(best > 0.0)) {
-    const long from = std::min({guess, hi, reliable_low_}), to = std::max({guess, hi, reliable_high_});
-    best = std::max(0.0, climb(value_at, scan(value_at, from, to), n));
-  }
-  return std::min(std::max(best, any_infinity_lower_), 1.0);
+  const double best = std::max(best_test(value_at, epsilon, false), 0.0);
+  return std::min(std::max({best, shared, any_infinity_lower_}), 1.0);
+}
+
+// The best shared-label test at epsilon (both forms of shared_test at each entry).
+double ComposedPld::shared_lower_bound(double epsilon) const {
+  const double grow = std::exp(std::min(epsilon, 700.0));
+  auto value_at = [&](long i) {
+    double best = 0.0;
+    for (int form = 0; form < 2; ++form) {
+      double a = 0.0, b = 0.0, scale = 0.0;
+      if (!shared_test(i, epsilon, form, &a, &b, &scale)) continue;
+      best = std::max(best, a - grow * b - scale);
+    }
+    return best;
+  };
+  return std::min(std::max(best_test(value_at, epsilon, false), any_infinity_lower_), 1.0);
+}
+
+// epsilon_lower from the shared labels.
+double ComposedPld::shared_epsilon_lower(double delta, double near) const {
+  // eps_j = log(A - delta) - log B of each form (the second only where that is >= 0, as its
+  // charge assumed), less the rounding: the pieces err by `scale` in all (at eps), amplified
+  // by 1 / (A - delta); evaluated at the answer's e^eps by a second pass.
+  auto epsilon_at = [&](long i) {
+    double best = kNegInf;
+    for (int form = 0; form < 2; ++form) {
+      double a = 0.0, b = 0.0, scale = 0.0;
+      if (!shared_test(i, 0.0, form, &a, &b, &scale)) continue;
+      if (!(a > delta && b > 0.0)) continue;
+      double e = std::log(a - delta) - std::log(b);
+      if (!(e > 0.0) && form == 1) continue;
+      if (!shared_test(i, std::max(e, 0.0), form, &a, &b, &scale)) continue;
+      if (!(a - scale > delta)) continue;
+      e = std::log(a - scale - delta) - std::log(b) - 64.0 * kU * (std::fabs(e) + 8.0);
+      if (!(e >= 0.0) && form == 1) continue;
+      best = std::max(best, e);
+    }
+    return best;
+  };
+  return std::max(best_test(epsilon_at, std::isfinite(near) ? std::max(near, 0.0) : 0.0, true), 0.0);
 }
 
 // The largest epsilon that the threshold tests certify below epsilon(delta):
@@ -495,8 +669,8 @@ double ComposedPld::lower_bound(double epsilon) const {
 double ComposedPld::epsilon_lower(double delta, double near) const {
   if (any_infinity_lower_ > delta) return kInf;
   if (sp_.empty()) return 0.0;
+  const double shared = shared_ ? shared_epsilon_lower(delta, near) : 0.0;
   const double d = discretization_;
-  const long n = static_cast<long>(size_);
   const double err_p = err_p_, err_q = err_q_;
   const double factor_p = factor_p_, factor_q = factor_q_;
   const double log_infinity = any_infinity_lower_ > 0.0 ? std::log(any_infinity_lower_) : kNegInf;
@@ -521,18 +695,9 @@ double ComposedPld::epsilon_lower(double delta, double near) const {
     const double margin = 128.0 * kU * magnitude * (1.0 + 1.0 / -std::expm1(x));
     return log_p + log1mexp(x) - log_q - margin;
   };
-  const double e = std::isfinite(near) ? std::max(near, 0.0) : 0.0;
-  // Start where lower_bound(e) would: the crossing of the per-entry ratio, and K = e / D.
-  const long hi = crossing(e);
-  const long guess = std::clamp(static_cast<long>(std::ceil(e / d)) - cells_start_, 0L, n - 1);
-  double best = std::max(climb(epsilon_at, hi, n), climb(epsilon_at, guess, n));
-  if (n >= kScanFrom) best = std::max(best, climb(epsilon_at, scan(epsilon_at, 0, n - 1), n));
-  if (!(best > 0.0)) {
-    // Nothing near the start (no finite upper answer to start from, e.g. an optimistic
-    // PLD alone): every test, once.
-    for (long i = 0; i < n; ++i) best = std::max(best, epsilon_at(i));
-  }
-  return std::max(best, 0.0);
+  // Start where lower_bound(e) would (see best_test).
+  const double best = best_test(epsilon_at, std::isfinite(near) ? std::max(near, 0.0) : 0.0, true);
+  return std::max({best, shared, 0.0});
 }
 
 void ComposedPld::delta_bounds(double epsilon, double* lower, double* upper) const {

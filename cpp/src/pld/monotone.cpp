@@ -395,6 +395,135 @@ void CellWalk::next(double x_next, Mass* pm, Mass* qm, Mass* own) {
 
 namespace {
 
+// The shared labels of step.hpp, collected cell by cell: each label's cells' Q-mass midpoints
+// and own-loss midpoints, then per label log_q_mid = log sum Q~_c and
+// own_mid = log(sum Q~_c e^{l~_c} / sum Q~_c) = log1p(sum w_c expm1(l~_c)), w_c = Q~_c / sum Q~_c.
+// Error bounds, per label j:
+//  - eta_j, the relative error of Q~_j against the label's Q-mass: the Q~-weighted mean of its
+//    cells' half-widths (each cell's Q~_c within e^{half_c} - 1 of Q_c, midpoint rounding
+//    included), over (1 - the largest), plus the rounding of the sum of exponentials;
+//  - nu_j, the error of own_mid against log(P_j / Q_j) = log(sum Q_c e^{l_c} / sum Q_c): its
+//    cells' largest own-loss half-width (times 1 + the spread below), the weights' error (the
+//    normalised weights from Q~ are within a relative 2 eta / (1 - eta) of the true ones,
+//    moving the mean of expm1(l) by at most that times its spread over the label, divided by 1
+//    + its smallest value), and the rounding of the mean and of log1p.
+// The composer needs the largest (mid_error, own_error) and the weighted sums
+// sum_j eta_j P_j, sum_j eta_j |P_j - Q_j|, sum_j eta_j Q_j, sum_j P_j expm1(nu_j) (each
+// with P_j, Q_j and |P_j - Q_j| taken at upper bounds): far below the largest, since the
+// widest cells are the far tails' (quadrature intervals grow like z^2).
+// Only on grids finer than kSharpOwnBelow (the subsampled pairs' sharp own losses).
+class SharedLabels {
+ public:
+  SharedLabels(std::size_t labels, bool on) : on_(on), labels_(labels) {
+    if (on_) {
+      log_q_.assign(labels, kNegInf);
+      own_.assign(labels, 0.0);
+    }
+  }
+  // Cells arrive in loss order and a cell's label rounds its own loss, so labels close in
+  // order too: those below the current one less 2 are finished. A cell for a finished label
+  // (not expected) turns the shared labels off for the step.
+  void add(std::size_t j, const Mass& qm, const Mass& own) {
+    if (!on_) return;
+    if (!(std::isfinite(qm.lo) && std::isfinite(qm.hi) && std::isfinite(own.lo) && std::isfinite(own.hi)) ||
+        (have_done_ && j <= done_)) {
+      on_ = false;
+      return;
+    }
+    const double half = 0.5 * (qm.hi - qm.lo) + 2.0 * kUnit * (std::fabs(qm.lo) + std::fabs(qm.hi));
+    const double own_half = 0.5 * (own.hi - own.lo) + 2.0 * kUnit * (std::fabs(own.lo) + std::fabs(own.hi));
+    const double q_mid = 0.5 * (qm.lo + qm.hi);
+    const double f = std::expm1(0.5 * (own.lo + own.hi));
+    const double eta = std::expm1(half) * (1.0 + 4.0 * kUnit);
+    while (!open_.empty() && open_.front().label + 2 < j) flush();
+    Acc* acc = nullptr;
+    for (Acc& o : open_) {
+      if (o.label == j) acc = &o;
+    }
+    if (acc == nullptr) {
+      auto at = open_.begin();
+      while (at != open_.end() && at->label < j) ++at;
+      acc = &*open_.insert(at, Acc{j});
+    }
+    if (q_mid > acc->ref) {  // rescale the sums to the new reference
+      const double r = acc->ref == kNegInf ? 0.0 : std::exp(acc->ref - q_mid);
+      acc->total *= r;
+      acc->mean *= r;
+      acc->terms *= r;
+      acc->weighted_eta *= r;
+      acc->ref = q_mid;
+    }
+    const double w = std::exp(q_mid - acc->ref);
+    acc->total += w;
+    acc->mean += w * f;
+    acc->terms += w * std::fabs(f);
+    acc->weighted_eta += w * eta;
+    acc->cell_eta = std::max(acc->cell_eta, eta);
+    acc->own_half = std::max(acc->own_half, own_half);
+    acc->low = std::min(acc->low, f);
+    acc->high = std::max(acc->high, f);
+    acc->count += 1.0;
+  }
+  void finish(StepPmf& out) {
+    while (on_ && !open_.empty()) flush();
+    if (!on_) return;
+    const double round = 1.0 + 4.0 * kUnit * static_cast<double>(labels_ + 2);
+    out.log_q_mid = std::move(log_q_);
+    out.own_mid = std::move(own_);
+    out.mid_error = eta_max_;
+    out.own_error = nu_max_;
+    out.mid_weights = {w_p_ * round, w_pq_ * round, w_q_ * round, w_nu_ * round};
+  }
+
+ private:
+  struct Acc {
+    std::size_t label;
+    double ref = kNegInf, total = 0.0, mean = 0.0, terms = 0.0, weighted_eta = 0.0, cell_eta = 0.0;
+    double own_half = 0.0, low = kInf, high = kNegInf, count = 0.0;
+  };
+  void flush() {
+    const Acc a = open_.front();
+    open_.erase(open_.begin());
+    done_ = a.label;
+    have_done_ = true;
+    if (!(1.0 + a.low > 0.0) || !(a.cell_eta < 0.25)) {
+      on_ = false;
+      return;
+    }
+    const std::size_t j = a.label;
+    log_q_[j] = a.ref + std::log(a.total);
+    const double m = a.mean / a.total;
+    own_[j] = std::log1p(m);
+    // eta_j: sum Q~_c eta_c / sum Q~_c bounds sum Q_c eta_c / sum Q_c up to (1 + eta) / (1 - eta);
+    // exp, the sums and the log round by (n + 3) u relative, plus an ulp of the log-mass.
+    const double eta = (a.weighted_eta / a.total) * (1.0 + a.cell_eta) / (1.0 - a.cell_eta) +
+                       ((a.count + 3.0) * kUnit + kUnit * std::fabs(log_q_[j])) * (1.0 + 1e-6);
+    const double spread = (a.high - a.low) / (1.0 + a.low);
+    const double weights = 2.0 * a.cell_eta / (1.0 - a.cell_eta);
+    const double rounding = 8.0 * kUnit * ((a.count + 4.0) * a.terms / a.total + std::fabs(own_[j])) / (1.0 + std::min(m, 0.0));
+    const double nu = (a.own_half * (1.0 + spread) + weights * spread + rounding) * (1.0 + 1e-6);
+    eta_max_ = std::max(eta_max_, eta);
+    nu_max_ = std::max(nu_max_, nu);
+    // Upper bounds of the label's masses: Q_j <= Q~_j (1 + eta), P_j <= that e^{own + nu},
+    // |P_j - Q_j| = Q_j |e^{l_j} - 1| <= that (|expm1(own)| + e^{|own|} expm1(nu)).
+    const double q_up = std::exp(log_q_[j]) * (1.0 + eta) * (1.0 + 4.0 * kUnit);
+    const double p_up = q_up * std::exp(own_[j] + nu) * (1.0 + 4.0 * kUnit);
+    const double pq_up = q_up * (std::fabs(std::expm1(own_[j])) + std::exp(std::fabs(own_[j])) * std::expm1(nu)) *
+                         (1.0 + 8.0 * kUnit);
+    w_p_ += eta * p_up;
+    w_pq_ += eta * pq_up;
+    w_q_ += eta * q_up;
+    w_nu_ += p_up * std::expm1(nu);
+  }
+  bool on_;
+  std::size_t labels_;
+  std::vector<double> log_q_, own_;
+  std::vector<Acc> open_;  // the labels still collecting cells, in order (a handful)
+  std::size_t done_ = 0;
+  bool have_done_ = false;
+  double eta_max_ = 0.0, nu_max_ = 0.0, w_p_ = 0.0, w_pq_ = 0.0, w_q_ = 0.0, w_nu_ = 0.0;
+};
+
 // The clamp points and the grid indices of the lowest and highest loss a discretisation keeps.
 struct Range {
   double x_small, x_large;
@@ -422,7 +551,7 @@ std::size_t discretized_size(const MonotonePair& pair, double d, double log_tail
   return static_cast<std::size_t>(r.k_high - r.k_low + 2);
 }
 
-StepPmf discretize(const MonotonePair& pair, double d, double log_tail, std::size_t max_cells) {
+StepPmf discretize(const MonotonePair& pair, double d, double log_tail, std::size_t max_cells, bool shared_labels) {
   const Range range = loss_range(pair, d, log_tail);
   const double x_small = range.x_small, x_large = range.x_large;
   const long k_low = range.k_low, k_high = range.k_high;
@@ -449,10 +578,12 @@ StepPmf discretize(const MonotonePair& pair, double d, double log_tail, std::siz
   out.label_low = k_low - 1;
   out.log_p.assign(n + 2, kNegInf);
   out.log_q.assign(n + 2, kNegInf);
-  CellWalk walk(pair, edge_x(k_low), d < kSharpOwnBelow);
+  const bool sharp = d < kSharpOwnBelow;
+  CellWalk walk(pair, edge_x(k_low), sharp);
   const double largest = std::max(std::fabs(static_cast<double>(k_low) * d), std::fabs(static_cast<double>(k_high + 1) * d));
   SlackMeter meter(pair, largest);
   meter.edge(edge_x(k_low), static_cast<double>(k_low) * d, -1);
+  SharedLabels shared(n + 2, sharp && shared_labels);
   for (std::size_t i = 0; i < n; ++i) {
     const long k = k_low + static_cast<long>(i);
     const double x_next = edge_x(k + 1);
@@ -466,9 +597,11 @@ StepPmf discretize(const MonotonePair& pair, double d, double log_tail, std::siz
       const auto j = static_cast<std::size_t>(label - out.label_low);
       out.log_p[j] = log_add(out.log_p[j], pm.lo);
       out.log_q[j] = log_add(out.log_q[j], qm.hi);
+      shared.add(j, qm, own);
     }
     split_cell_by_loss(pm, own, k, k + 1, d, k_low, out.log_upper);
   }
+  shared.finish(out);
   // Clamped tails: the smallest losses move up to grid point k_low + 1 (> every
   // clamped loss); the largest go to +inf. For the labels both tails carry the
   // label -inf (dropped from P and Q alike: a valid labelling).

@@ -5,6 +5,7 @@
 #include <complex>
 #include <cstdlib>
 #include <limits>
+#include <stdexcept>
 
 #include "dpacct/logmath.hpp"
 #include "dpacct/pld/step.hpp"
@@ -184,14 +185,17 @@ inline void two_product(double a, double b, double* p, double* e) {
 
 }  // namespace
 
-Tilted tilt_sequence(const std::vector<double>& log_mass, long low, double slope, double d) {
+Tilted tilt_sequence(const std::vector<double>& log_mass, long low, double slope, double d,
+                     const std::vector<double>* extra) {
   Tilted t;
   t.low = low;
   const std::size_t n = log_mass.size();
+  if (extra != nullptr && extra->size() != n) throw std::invalid_argument("tilt_sequence: extra must match log_mass");
+  auto added = [&](std::size_t j) { return extra != nullptr ? (*extra)[j] : 0.0; };
   std::vector<double> logs(n);
   for (std::size_t j = 0; j < n; ++j) {
     const double kd = static_cast<double>(low + static_cast<long>(j)) * d;
-    logs[j] = log_mass[j] + slope * kd;
+    logs[j] = log_mass[j] + added(j) + slope * kd;
   }
   t.log_norm = n == 0 ? kNegInf : logsumexp(logs.data(), n);
   if (t.log_norm == kNegInf) {
@@ -233,24 +237,27 @@ Tilted tilt_sequence(const std::vector<double>& log_mass, long low, double slope
     }
     const auto k = static_cast<double>(low + static_cast<long>(j));
     double s_hi = 0.0, e1 = 0.0, e2 = 0.0, r_hi = 0.0, e3 = 0.0, lo = 0.0;
+    // (log_mass + extra) exactly as m_hi + m_lo.
+    double m_hi = log_mass[j], m_lo = 0.0;
+    if (extra != nullptr) two_sum(log_mass[j], (*extra)[j], &m_hi, &m_lo);
     if (short_lattice) {
-      two_sum(log_mass[j], k * c1, &s_hi, &e1);
+      two_sum(m_hi, k * c1, &s_hi, &e1);
       two_sum(s_hi, k * c2, &s_hi, &e2);
       two_sum(s_hi, -t.log_norm, &r_hi, &e3);
-      lo = ((e1 + e2) + e3) + k * c_lo;
+      lo = ((e1 + e2) + e3) + (k * c_lo + m_lo);
     } else {
       double kd_hi = 0.0, kd_lo = 0.0, t_hi = 0.0, t_err = 0.0;
       two_product(k, d, &kd_hi, &kd_lo);
       two_product(slope, kd_hi, &t_hi, &t_err);
-      two_sum(log_mass[j], t_hi, &s_hi, &e1);
+      two_sum(m_hi, t_hi, &s_hi, &e1);
       two_sum(s_hi, -t.log_norm, &r_hi, &e3);
-      lo = (e1 + e3) + (t_err + slope * kd_lo);
+      lo = (e1 + e3) + (t_err + slope * kd_lo + m_lo);
     }
     const double e = std::exp(r_hi);
     t.p[j] = e + e * lo;
     l2 += t.p[j] * t.p[j];
     const double kd = static_cast<double>(low + static_cast<long>(j)) * d;
-    const double own = std::fabs(log_mass[j]) + std::fabs(slope * kd);
+    const double own = std::fabs(log_mass[j]) + std::fabs(added(j)) + std::fabs(slope * kd);
     if (logs[j] - t.log_norm >= kSmall) {
       largest = std::max(largest, own);
     } else {

@@ -37,7 +37,9 @@
 // UPPER BOUND: delta_u(eps) = sum_{K D > eps} p_K (1 - e^{eps - K D}) of the
 // composed grid masses, plus the round-off, window and +inf terms.
 // LOWER BOUND: max over thresholds j of P(K >= j) - e^eps Q(K >= j) of the
-// composed labels (P low, Q high), plus P(some step has label +inf).
+// composed labels (P low, Q high), plus P(some step has label +inf); with `shared`,
+// also of the steps' shared labels (step.hpp), less the charge for their common
+// error (compose.cpp, shared_test), and the better of the two taken.
 #pragma once
 
 #include <cstddef>
@@ -156,8 +158,11 @@ class ComposedPld {
   // (power.hpp), for the same kind of query. `lower` = false composes the upper masses
   // alone (no label sequences: the lower bounds are then the trivial ones, 0 but for the
   // +inf mass), for a direction whose upper bound only has to fall below another's lower.
+  // `shared` also composes the steps' shared labels (step.hpp) where every step has them
+  // (shared_labels() says whether it did): the lower bounds are then the better of the two
+  // kinds of labels, for two more sequences.
   ComposedPld(const std::vector<std::pair<const StepPmf*, double>>& groups, double tilt, std::size_t max_size,
-              double log_window_tail = -25.0, bool thorough = false, bool lower = true);
+              double log_window_tail = -25.0, bool thorough = false, bool lower = true, bool shared = false);
 
   // Certified bounds on delta(epsilon) for this direction (lower <= upper).
   void delta_bounds(double epsilon, double* lower, double* upper) const;
@@ -195,6 +200,7 @@ class ComposedPld {
   std::size_t memory_bytes() const;  // the working memory this composition held at its peak
   // Diagnostics of the FFT power (power.hpp): frequencies recomputed in extended precision,
   // and whether only a bulk of some step was (the rest through its own transform).
+  bool shared_labels() const { return shared_; }
   std::size_t direct_frequencies() const { return stats_.direct; }
   bool bulk_split() const { return stats_.bulk_split; }
 
@@ -204,6 +210,13 @@ class ComposedPld {
   long crossing(double epsilon) const;  // where the label tests are best (see compose.cpp)
   // The best certified lower bound on epsilon(delta) from the threshold tests near `near`.
   double epsilon_lower(double delta, double near) const;
+  // The best of value(i) over the threshold tests near epsilon e (compose.cpp).
+  template <class F>
+  double best_test(F value, double e, bool exhaustive) const;
+  // The same from the shared labels (compose.cpp).
+  bool shared_test(long i, double epsilon, int form, double* a, double* b, double* scale) const;
+  double shared_lower_bound(double epsilon) const;
+  double shared_epsilon_lower(double delta, double near) const;
 
   double discretization_ = 0.0;
   double tilt_ = 0.0;
@@ -239,6 +252,19 @@ class ComposedPld {
   // the threshold tests' error terms and rounding factors (P low, Q high) and Q's total.
   double charge_u_ = 0.0, log_charge_u_ = 0.0;
   double err_p_ = 0.0, err_q_ = 0.0, factor_p_ = 1.0, factor_q_ = 1.0, total_q_ = 0.0;
+  double factor_p_up_ = 1.0;  // the P-labels' rounding factor taken high
+  // Shared labels: gamma = (1 + eta)^T - 1, kappa = e^{nu_T} - 1, the factors from the computed
+  // P~, Q~ to upper bounds on the true P(A) and Q(A), and TV <= delta_u(0).
+  bool shared_ = false;
+  // ... and their composed sequences, as sp_ and sq_ with their own terms.
+  std::vector<double> sp2_, sq2_;
+  double log_shift_p2_ = 0.0, log_shift_q2_ = 0.0, log_rounding2_ = 0.0;
+  double entry_error_p2_ = 0.0, entry_error_q2_ = 0.0, err_p2_ = 0.0, err_q2_ = 0.0;
+  double factor_p2_ = 1.0, factor_q2_ = 1.0, factor_p2_up_ = 1.0;
+  double shared_gamma_ = 0.0, shared_kappa_ = 0.0, shared_up_p_ = 1.0, shared_up_q_ = 1.0;
+  double shared_kappa_w_ = 0.0, shared_kappa_n_ = 0.0;                  // (compose.cpp)
+  double shared_w_p_ = 0.0, shared_w_pq_ = 0.0, shared_w_q_ = 0.0;
+  double tv_upper_ = 1.0;
   PowerStats stats_;
 };
 

@@ -190,7 +190,10 @@ class Swapped final : public MonotonePair {
 // the upper bound) and the mass below clamp_low(log_tail) moves up to the
 // lowest grid point kept. Throws std::invalid_argument if one step would need
 // more than `max_cells` cells (the message says to increase discretization).
-StepPmf discretize(const MonotonePair& pair, double discretization, double log_tail, std::size_t max_cells);
+// With `shared_labels`, also the shared labels of step.hpp where the own losses are sharp
+// (grids finer than kSharpOwnBelow); they cost about a fifth more per cell.
+StepPmf discretize(const MonotonePair& pair, double discretization, double log_tail, std::size_t max_cells,
+                   bool shared_labels = false);
 // The length of the log_upper that discretize() would return (its cells plus one), without
 // discretising: what a caller needs to size a grid from the support alone.
 std::size_t discretized_size(const MonotonePair& pair, double discretization, double log_tail);

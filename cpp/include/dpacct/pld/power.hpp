@@ -28,7 +28,10 @@ struct Tilted {
 
 // The tilted, normalised sequence of log-masses log_mass[j] at lattice index low + j
 // (lattice spacing d): p[j] = e^{log_mass[j] + slope (low + j) d - log_norm}.
-Tilted tilt_sequence(const std::vector<double>& log_mass, long low, double slope, double d);
+// With `extra` (same length), the log-masses are log_mass[j] + extra[j], the sum carried
+// exactly like the rest of the exponent (the shared labels' P~ = Q~ e^{own}, step.hpp).
+Tilted tilt_sequence(const std::vector<double>& log_mass, long low, double slope, double d,
+                     const std::vector<double>* extra = nullptr);
 
 // Chernoff window of a sum of independent steps (tilted PMFs): the losses
 // [low, high] outside which the composed mass is <= e^{log_tail} per side,

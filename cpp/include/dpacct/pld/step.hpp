@@ -35,6 +35,25 @@
 // log(P(cell)/Q(cell)) rounded to the nearest grid index, so the label sum
 // tracks the composed loss and the bound is second order in D.
 //
+// SHARED LABELS (optional). P low and Q high per label cost T times each label's
+// relative mass error in a difference of two masses: where epsilon is tiny the
+// test P(K >= j) - e^eps Q(K >= j) compares masses near 1/2 to a delta many
+// digits below them, and ~1e-14 per label times T = 1e7 swamps it. Where the
+// cells' own losses l_c = log(P_c / Q_c) are known far more sharply than their
+// masses (the subsampled pairs' sharp own losses), each label j also carries
+//     log_q_mid[j] = log sum_c Q~_c,   own_mid[j] = log(sum_c Q~_c e^{l~_c} / sum_c Q~_c),
+// over its cells c (Q~_c, l~_c the midpoints of the cells' intervals): the label's
+// Q~_j = e^{log_q_mid[j]} is within a relative eta_j of its Q-mass Q_j and own_mid[j]
+// within nu_j of log(P_j / Q_j). The composer forms P~_j = Q~_j e^{own_mid[j]} without
+// rounding the sum, so P~ and Q~ share the masses' error: the composed test then errs
+// from the exact one by E_Q[1_A (prod_t (1 + rho_t) - 1)(e^{L+N} - e^eps)] +
+// E_Q[1_A e^L (e^N - 1)], which meets only |e^L - e^eps| (TV and eps where epsilon is
+// tiny); compose.cpp bounds it from the largest errors (mid_error, own_error) and from
+// the sums mid_weights = (sum_j eta_j P_j, sum_j eta_j |P_j - Q_j|, sum_j eta_j Q_j,
+// sum_j P_j (e^{nu_j} - 1)), the masses at upper bounds (the widest labels are the far
+// tails', whose weight is small). The analysis is at the level of labels: a
+// post-processing. Empty where unavailable (grids of 1e-4 and coarser).
+//
 // `loss_slack` bounds how far a cell's true losses may poke out of the grid
 // interval it was assigned to (the rounding of its edges); the composer
 // shifts epsilon by count * loss_slack.
@@ -55,6 +74,12 @@ struct StepPmf {
   std::vector<double> log_p, log_q;
   double infinity_lower = 0.0;  // P-mass certainly at +inf (lower end)
   double loss_slack = 0.0;      // see the header comment
+  std::vector<double> log_q_mid, own_mid;  // shared labels (header comment), indexed like log_p
+  double mid_error = 0.0;       // eta: the largest relative error of a label's Q~
+  double own_error = 0.0;       // nu: the largest error of a label's own loss own_mid
+  // sum_j eta_j P_j, sum_j eta_j |P_j - Q_j|, sum_j eta_j Q_j and sum_j P_j (e^{nu_j} - 1),
+  // with the labels' own eta_j and nu_j and upper bounds of the masses (monotone.cpp).
+  std::vector<double> mid_weights;
   // Summary of the upper discretisation, used to choose grids: E_P|L| and
   // sd_P(L) over the finite part, and the largest |loss| represented.
   double mean_abs_loss = 0.0;
