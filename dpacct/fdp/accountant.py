@@ -200,9 +200,11 @@ class _Engine(PLDAccountant):
         )
         return built if isinstance(built, _Guarded) else _Guarded(built)
 
-    def _step(self, spec: Any, direction: str, discretization: float, log_tail: float = _LOG_TAIL) -> Any:
+    def _step(
+        self, spec: Any, direction: str, discretization: float, log_tail: float = _LOG_TAIL, shared: bool = False
+    ) -> Any:
         if not isinstance(spec, _JLSpec):
-            return super()._step(spec, direction, discretization, log_tail)
+            return super()._step(spec, direction, discretization, log_tail, shared)
         key = (spec, direction, discretization)  # JL steps keep their own tail (e^-80)
         if key not in self._steps:
             if len(self._steps) > 64:
