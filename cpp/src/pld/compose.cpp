@@ -146,7 +146,7 @@ ComposedPld::ComposedPld(const std::vector<std::pair<const StepPmf*, double>>& g
   shared_ = shared && lower;
   for (const auto& [step, count] : groups) {
     if (count > 0.0 && (step->log_q_mid.empty() || step->log_q_mid.size() != step->log_p.size() ||
-                        step->mid_weights.size() != 4)) {
+                        step->mid_weights.size() != 4 || !(step->mid_error < 0.5) || !(step->own_error < 1.0))) {
       shared_ = false;
     }
   }
@@ -174,7 +174,7 @@ ComposedPld::ComposedPld(const std::vector<std::pair<const StepPmf*, double>>& g
       absolute_p2 += count * mid_p.back().absolute_rounding;
       absolute_q2 += count * mid_q.back().absolute_rounding;
       log_up_eta += count * std::log1p(step->mid_error);
-      log_down_eta += count * std::log1p(-std::min(step->mid_error, 0.5));
+      log_down_eta += count * std::log1p(-step->mid_error);
       own_total += count * step->own_error;
       own_largest = std::max(own_largest, step->own_error);
       shared_w_p_ += count * step->mid_weights[0];
