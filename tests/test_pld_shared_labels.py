@@ -77,3 +77,19 @@ def test_tiny_epsilon_over_a_long_run_agrees_with_the_split_composition() -> Non
     assert d_lower <= delta * (1 + 1e-9)  # delta(upper) <= delta, certified below too
     assert d_upper - d_lower <= 0.02 * d_upper  # measured 0.80 % (11.1 % with the intervals)
     assert math.isfinite(float(d_upper))
+
+
+def test_shared_tests_stand_aside_where_their_linear_arithmetic_would_not_hold() -> None:
+    """The shared labels' tests are taken in linear space: beyond epsilon = 700 (e^eps overflows) and where a
+    mass they subtract would underflow they give way to the interval labels' log-space tests, so the lower
+    bound there is the intervals' own (a capped e^eps or a Q-mass rounded to 0 would raise it)."""
+    step = _core.pld.gaussian_step(1.0, 1e-3, "remove", 2e-5, _LOG_TAIL, 2**24, shared_labels=True)
+    for tilt in (0.0, 200.0):
+        shared = _core.pld.ComposedPld([step], [2.0], tilt, 2**22, -25.0, False, True, True)
+        plain = _core.pld.ComposedPld([step], [2.0], tilt, 2**22, -25.0, False, True, False)
+        epsilons = np.array([5.0, 20.0, 750.0])
+        lower_s, upper_s = shared.delta_bounds(epsilons)
+        lower_p, upper_p = plain.delta_bounds(epsilons)
+        assert np.all(lower_s <= upper_s) and np.all(upper_s == upper_p)
+        assert lower_s[2] == lower_p[2]
+        assert np.all(lower_s >= lower_p)

@@ -328,11 +328,7 @@ ComposedPld::ComposedPld(const std::vector<std::pair<const StepPmf*, double>>& g
     while (reliable_high_ + 1 < static_cast<long>(size_) && reliable(reliable_high_ + 1)) ++reliable_high_;
     // The error and rounding terms every threshold test uses, once (the composers built on
     // this one query thousands of tests: the exponentials here had been half their cost).
-    err_p_ = entry_error_p_ * weight_norm(tilt_, d, size_) + 2.0 * std::exp(log_tail_c_);
-    err_q_ = entry_error_q_ * weight_norm(tilt_ + 1.0, d, size_) + std::exp(log_tail_c_);
-    factor_p_ = std::exp(-log_rounding_) * (1.0 - suffix_error_);
-    factor_q_ = std::exp(log_rounding_) * (1.0 + suffix_error_);
-    factor_p_up_ = std::exp(log_rounding_) * (1.0 + suffix_error_);
+    test_terms(entry_error_p_, entry_error_q_, log_rounding_, &err_p_, &err_q_, &factor_p_, &factor_q_, &factor_p_up_);
     total_q_ = std::exp(log_mass_q_) * (1.0 + 8.0 * kU);
     if (shared_) {
       // The shared labels on the same window (power.hpp's error bounds, as above).
@@ -343,11 +339,8 @@ ComposedPld::ComposedPld(const std::vector<std::pair<const StepPmf*, double>>& g
       power_window(mq, counts, plan, cells_start_, single_ ? size_ : 0, ws, cm, &entry_error_q2_, &stats_);
       entry_error_q2_ += absolute_q2 * std::exp(log_rounding2_) * (1.0 + 1e-6);
       sq2_ = suffix_sums(cm, tilt + 1.0, d);
-      err_p2_ = entry_error_p2_ * weight_norm(tilt_, d, size_) + 2.0 * std::exp(log_tail_c_);
-      err_q2_ = entry_error_q2_ * weight_norm(tilt_ + 1.0, d, size_) + std::exp(log_tail_c_);
-      factor_p2_ = std::exp(-log_rounding2_) * (1.0 - suffix_error_);
-      factor_q2_ = std::exp(log_rounding2_) * (1.0 + suffix_error_);
-      factor_p2_up_ = std::exp(log_rounding2_) * (1.0 + suffix_error_);
+      test_terms(entry_error_p2_, entry_error_q2_, log_rounding2_, &err_p2_, &err_q2_, &factor_p2_, &factor_q2_,
+                 &factor_p2_up_);
       // prod (1 + rho_t) lies in [(1 - eta)^T, (1 + eta)^T], e^N in [e^-nu_T, e^nu_T]
       // (each rounded outward), so P(A) <= P~(A) e^{nu_T} / (1 - eta)^T and Q(A) <= Q~(A) / (1 - eta)^T.
       const double round = 1.0 + 16.0 * kU;
@@ -366,6 +359,16 @@ ComposedPld::ComposedPld(const std::vector<std::pair<const StepPmf*, double>>& g
     // TV(P^T, Q^T) = delta(0) of the labelled pair, at most that of the mechanism: the upper bound.
     tv_upper_ = has_upper_ ? std::min(upper_bound(0.0), 1.0) : 1.0;
   }
+}
+
+void ComposedPld::test_terms(double entry_p, double entry_q, double log_rounding, double* err_p, double* err_q,
+                             double* factor_p, double* factor_q, double* factor_p_up) const {
+  const double d = discretization_;
+  *err_p = entry_p * weight_norm(tilt_, d, size_) + 2.0 * std::exp(log_tail_c_);
+  *err_q = entry_q * weight_norm(tilt_ + 1.0, d, size_) + std::exp(log_tail_c_);
+  *factor_p = std::exp(-log_rounding) * (1.0 - suffix_error_);
+  *factor_q = std::exp(log_rounding) * (1.0 + suffix_error_);
+  *factor_p_up = std::exp(log_rounding) * (1.0 + suffix_error_);
 }
 
 std::size_t ComposedPld::memory_bytes() const {
@@ -562,10 +565,17 @@ bool ComposedPld::shared_test(long i, double epsilon, int form, double* a, doubl
   const double kd = static_cast<double>(cells_start_ + i) * d;
   const double sp = sp2_[static_cast<std::size_t>(i)], sq = sq2_[static_cast<std::size_t>(i)];
   const double log_p = log_shift_p2_ - tilt_ * kd, log_q = log_shift_q2_ - (tilt_ + 1.0) * kd;
-  if (log_p > 700.0 || log_q > 700.0) return false;
+  // In linear space, so only where nothing the test subtracts can underflow (a Q~ or P-charge
+  // rounded to 0 would raise it) and e^eps is a double; elsewhere the interval labels' tests,
+  // taken in log space, stand alone.
+  const double log_p_up = log_p + std::log((sp + err_p2_) * factor_p2_up_ * shared_up_p_);
+  const double log_q_tilde = log_q + std::log((sq + err_q2_) * factor_q2_);
+  if (!(epsilon <= 700.0) || log_p_up > 700.0 || log_q_tilde > 700.0 || log_p_up < -700.0 || log_q_tilde < -700.0) {
+    return false;
+  }
   const double p_low = sp - err_p2_ > 0.0 ? std::exp(log_p + std::log((sp - err_p2_) * factor_p2_)) : 0.0;
-  const double p_up = std::exp(log_p + std::log((sp + err_p2_) * factor_p2_up_)) * shared_up_p_;
-  const double q_tilde = std::exp(log_q + std::log((sq + err_q2_) * factor_q2_));
+  const double p_up = std::exp(log_p_up);
+  const double q_tilde = std::exp(log_q_tilde);
   const double q_up = q_tilde * shared_up_q_;
   const double gamma = shared_gamma_, kappa = shared_kappa_;
   if (form == 0) {
@@ -585,7 +595,7 @@ bool ComposedPld::shared_test(long i, double epsilon, int form, double* a, doubl
                            std::fabs(std::log(std::max(sq + err_q2_, 1e-300))) + std::fabs(log_rounding2_) + 8.0;
   const double charges = gamma * (2.0 + tv_upper_) + (1.0 + gamma) * (shared_w_p_ * 3.0 + shared_w_pq_ + shared_w_q_);
   *scale = 16.0 * kU * magnitude * (p_low + p_up + any_infinity_lower_ + charges);
-  *scale += 16.0 * kU * magnitude * std::exp(std::min(epsilon, 700.0)) * (q_tilde + q_up + charges);
+  *scale += 16.0 * kU * magnitude * std::exp(epsilon) * (q_tilde + q_up + charges);
   return true;
 }
 
@@ -623,7 +633,8 @@ double ComposedPld::lower_bound(double epsilon) const {
 
 // The best shared-label test at epsilon (both forms of shared_test at each entry).
 double ComposedPld::shared_lower_bound(double epsilon) const {
-  const double grow = std::exp(std::min(epsilon, 700.0));
+  if (!(epsilon <= 700.0)) return 0.0;  // (shared_test: e^eps must be a double)
+  const double grow = std::exp(epsilon);
   auto value_at = [&](long i) {
     double best = 0.0;
     for (int form = 0; form < 2; ++form) {
@@ -648,7 +659,7 @@ double ComposedPld::shared_epsilon_lower(double delta, double near) const {
       if (!shared_test(i, 0.0, form, &a, &b, &scale)) continue;
       if (!(a > delta && b > 0.0)) continue;
       double e = std::log(a - delta) - std::log(b);
-      if (!(e > 0.0) && form == 1) continue;
+      if ((!(e > 0.0) && form == 1) || !(e <= 700.0)) continue;
       if (!shared_test(i, std::max(e, 0.0), form, &a, &b, &scale)) continue;
       if (!(a - scale > delta)) continue;
       e = std::log(a - scale - delta) - std::log(b) - 64.0 * kU * (std::fabs(e) + 8.0);

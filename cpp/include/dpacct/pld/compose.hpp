@@ -210,6 +210,11 @@ class ComposedPld {
   long crossing(double epsilon) const;  // where the label tests are best (see compose.cpp)
   // The best certified lower bound on epsilon(delta) from the threshold tests near `near`.
   double epsilon_lower(double delta, double near) const;
+  // A label set's test terms from its entries' error bounds and rounding (the composed window's
+  // aliasing and suffix-sum error included): the suffix sums' errors for P and Q, and the
+  // rounding factors taking P low, Q high and P high.
+  void test_terms(double entry_p, double entry_q, double log_rounding, double* err_p, double* err_q,
+                  double* factor_p, double* factor_q, double* factor_p_up) const;
   // The best of value(i) over the threshold tests near epsilon e (compose.cpp).
   template <class F>
   double best_test(F value, double e, bool exhaustive) const;

@@ -71,7 +71,8 @@ class SplitComposedPld {
   // With `block_steps` B > 1, G is composed in two stages (compose.hpp, compose_block):
   // blocks of B small steps on the small grid, each (and the T - H - B floor((T - H) / B)
   // steps left) re-spread onto the grid `g_ratio` times as wide, which must divide the
-  // rare grid's ratio; the flat G from blocks composed without tilt.
+  // rare grid's ratio; one block serves the tilted and the flat G (compose_block adds a
+  // flat composition where its window is wide against 1 / tilt).
   SplitComposedPld(const SplitStep& split, double count, long rare_max, double tilt, double rare_tilt,
                    std::size_t max_size, long block_steps = 0, long g_ratio = 1);
 
