@@ -459,8 +459,8 @@ def test_split_composition_alone_meets_the_target_at_tiny_rates() -> None:
 def test_whole_grid_fallback_after_the_split_composition_stays_small() -> None:
     """Where the split composition misses a (strict) target, the whole-grid composer may only narrow its
     certified answer on grids of at most 2^20 points (at sigma = 0.5, q = 1e-7, T = 1e7 it took 2^22 and
-    1.2 GB before)."""
-    acct = PLDAccountant(relative_accuracy=0.001).step(noise_multiplier=0.5, sampling_probability=1e-7, count=10**7)
+    1.2 GB before). (At relative_accuracy=0.001 the split composition now meets the target alone: 0.04 %.)"""
+    acct = PLDAccountant(relative_accuracy=0.0003).step(noise_multiplier=0.5, sampling_probability=1e-7, count=10**7)
     lower, upper = acct.epsilon_bounds(1e-6)
     assert 0.0081 < lower <= upper < 0.0082
     assert acct._composed_cache

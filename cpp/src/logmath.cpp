@@ -1,6 +1,7 @@
 #include "dpacct/logmath.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace dpacct {
 
@@ -35,6 +36,36 @@ double logsumexp(const double* values, std::size_t n) {
   double sum = 0.0;
   for (std::size_t i = 0; i < n; ++i) sum += std::exp(values[i] - max_value);
   return max_value + std::log(sum);
+}
+
+double logsumexp_bounded(const double* values, std::size_t n, double* error) {
+  constexpr double kU = 2.220446049250313e-16;  // DBL_EPSILON, a generous unit round-off
+  *error = 0.0;
+  double max_value = kNegInf;
+  for (std::size_t i = 0; i < n; ++i) max_value = std::max(max_value, values[i]);
+  if (max_value == kNegInf || max_value == kInf || std::isnan(max_value)) return max_value;
+  const auto block = std::max<std::size_t>(1, static_cast<std::size_t>(std::sqrt(static_cast<double>(n))));
+  double sum = 0.0, weighted = 0.0;  // the sum, and sum_i t_i (|x_i| + 2)
+  for (std::size_t lo = 0; lo < n; lo += block) {
+    const std::size_t hi = std::min(n, lo + block);
+    double local = 0.0;
+    for (std::size_t i = lo; i < hi; ++i) {
+      if (values[i] == kNegInf) continue;
+      const double x = values[i] - max_value;
+      const double t = std::exp(x);
+      local += t;
+      weighted += t * (std::fabs(x) + 2.0);
+    }
+    sum += local;
+  }
+  // Blocks of B terms and n / B + 1 block sums: each partial sum of non-negative terms is
+  // within (B + n / B + 2) u of exact, relative; the term errors u (|x| + 2) t, summed.
+  const double b = static_cast<double>(block);
+  const double relative = 2.0 * kU * (b + static_cast<double>(n) / b + 4.0) + 2.0 * kU * weighted / sum;
+  const double log_sum = std::log(sum);
+  const double value = max_value + log_sum;
+  *error = relative * 1.01 + 4.0 * kU * (1.0 + std::fabs(log_sum) + std::fabs(value));
+  return value;
 }
 
 double log_power_sum(const double* mass, std::size_t n, double slope_step) {

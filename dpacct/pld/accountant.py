@@ -1238,7 +1238,7 @@ class PLDAccountant(Accountant):
         spec, count = groups[0]
         return isinstance(spec, _Spec) and spec.kind in _SPLIT_KINDS and count >= 2 and spec.sampling_probability < 1.0
 
-    def _one_rare_first(self, groups: list[tuple[_Spec, int]], direction: str) -> bool:
+    def _one_rare_first(self, groups: list[tuple[_Spec, int]], direction: str, epsilon: float | None = None) -> bool:
         """Whether the composition with at most one rare step goes before the others: at tiny rates
         with far fewer than one expected hit in all, where a hit's loss reaches far beyond the rate
         (small sigma: its log-normal-like tail is what this composition follows).
@@ -1252,7 +1252,10 @@ class PLDAccountant(Accountant):
             return False
         spec, count = groups[0]
         q = spec.sampling_probability
-        if q > _SPLIT_MAX_RATE or count * q > _ONE_RARE_FIRST_HITS:
+        # (delta(0), the total variation distance, with up to _ONE_RARE_TV_FIRST_HITS: at sigma=0.331,
+        # q=2.75e-8, T=1.5e6, 0.04 expected hits, the grids took 8 s for 2.1 %, this one 0.2 s for 0.5 %.)
+        hits = _ONE_RARE_TV_FIRST_HITS if epsilon == 0.0 else _ONE_RARE_FIRST_HITS
+        if q > _SPLIT_MAX_RATE or count * q > hits:
             return False
         return float(self._coarse(spec, direction).max_abs_loss) >= _ONE_RARE_FIRST_SPAN * q
 
@@ -1361,12 +1364,19 @@ class PLDAccountant(Accountant):
         # wide at _ONE_RARE_CELLS_DELTA, 0.56 % at _ONE_RARE_CELLS); at epsilon = 0 the allowed error
         # comes from delta itself, and the coarser band serves (sigma=0.492, q=6.9e-8, T=9: 0.09 %).
         cells = _ONE_RARE_CELLS_DELTA if epsilon > 0.0 else _ONE_RARE_CELLS
-        for _attempt in range(3):
+        refined = False  # (at epsilon = 0, whether the band was made finer; see below)
+        for _attempt in range(_ONE_RARE_TV_ATTEMPTS if epsilon == 0.0 else 3):
             try:
                 composed = self._one_rare_composed(groups, direction, epsilon, aim, cells)
             except ValueError:
-                break
+                composed = None
             if composed is None:
+                # The band or G would not fit: at epsilon = 0 a coarser band (its error is about
+                # first order in the cell: sigma=0.331, q=2.75e-8, T=10, delta(0) is 0.2 % wide
+                # at a sixteenth of the default cells, whose G needs more than 2^22 points).
+                if epsilon == 0.0 and not refined and cells > _ONE_RARE_CELLS / 64.0:
+                    cells /= 4.0
+                    continue
                 break
             lo, up = (float(x[0]) for x in composed.delta_bounds(np.array([epsilon])))
             best_lower, best_upper = max(best_lower, lo), min(best_upper, up)
@@ -1380,6 +1390,12 @@ class PLDAccountant(Accountant):
                 aim = best_upper
             elif best_lower > 0.0 and aim > 2.0 * best_lower:
                 aim = best_lower
+            elif epsilon == 0.0 and best_lower > 0.0 and cells < _ONE_RARE_TV_FINEST:
+                # At epsilon = 0 the interval narrows about as the band's cells (sigma=0.331,
+                # q=2.75e-8, T=1.5e6: 5.8 %, 1.5 %, 0.48 % at 0.5, 2 and 8 cells per error).
+                width = (best_upper - best_lower) / (self._relative_accuracy * best_upper)
+                cells = min(cells * min(max(1.5 * width, 2.0), 8.0), _ONE_RARE_TV_FINEST)
+                refined = True
             else:
                 break
         return best_lower, best_upper
@@ -1456,19 +1472,26 @@ class PLDAccountant(Accountant):
         other_upper: float = 0.0,
     ) -> tuple[float, float]:
         """Bounds for one direction; refinement stops once the upper bound is <= ``irrelevant_below``."""
-        if self._one_rare_first(groups, direction):
+        first_lower, first_upper = 0.0, 1.0
+        first = self._one_rare_first(groups, direction, epsilon)
+        if first:
             # (As in _epsilon_one_direction: it usually answers alone here, and fast.)
             guide = self._guide_delta(groups, direction, epsilon)
-            lower, upper = self._one_rare_delta(groups, direction, epsilon, guide.value)
-            if upper - lower <= self._relative_accuracy * upper or upper <= irrelevant_below:
-                return lower, upper
+            first_lower, first_upper = self._one_rare_delta(groups, direction, epsilon, guide.value)
+            if first_upper - first_lower <= self._relative_accuracy * first_upper or first_upper <= irrelevant_below:
+                return first_lower, first_upper
         lower, upper = self._delta_by_grids(groups, direction, epsilon, irrelevant_below, other_upper)
+        # (Both certified: the first answer is kept. It had been dropped when the grids ran after it:
+        # sigma=0.331, q=2.75e-8, T=2, delta(0) was [4.42e-8, 4.78e-8] after a first [4.51e-8, 4.56e-8].)
+        lower, upper = max(lower, first_lower), min(upper, first_upper)
         if (
             upper - lower > self._relative_accuracy * upper and upper > irrelevant_below
             and upper > 1e-3 * other_upper and self._one_rare_applies(groups)
+            and not (first and lower <= 2.0 * first_lower)
         ):
             # Few steps at a tiny rate: the tail of one hit sets delta (certified too: intersected).
             # Its charges are aimed at the known part of delta: the lower bound where there is one.
+            # (Not again where it went first and the lower bound it was aimed at has not moved.)
             lo, up = self._one_rare_delta(groups, direction, epsilon, lower if lower > 0.0 else upper)
             lower, upper = max(lower, lo), min(upper, up)
         return lower, upper
@@ -1923,8 +1946,11 @@ _LAST_TRY_SIZE = 2**20  # the split composition's last pass at a width of the al
 _ONE_RARE_CHARGE = 0.1  # the terms with two or more rare steps may cost this share of the target's delta
 _ONE_RARE_CELLS = 2.0  # band cells per allowed epsilon error (epsilon queries, delta at epsilon = 0)
 _ONE_RARE_CELLS_DELTA = 20.0  # ... in delta queries at epsilon > 0
+_ONE_RARE_TV_FINEST = 32.0  # the finest band of a delta(0) query, in cells per allowed error
+_ONE_RARE_TV_ATTEMPTS = 6  # ... and its most compositions (coarser bands where one does not fit, re-aims, finer ones)
 _ONE_RARE_TILT = 1.0  # the band's tilt, times its saddle point at epsilon
 _ONE_RARE_FIRST_HITS = 0.01  # it goes first at q <= _SPLIT_MAX_RATE with at most this many expected hits
+_ONE_RARE_TV_FIRST_HITS = 0.1  # ... and in a delta(0) query with at most this many
 _ONE_RARE_FIRST_SPAN = 1e3  # ... and where a step's largest loss is at least this many times q
 
 

@@ -38,46 +38,6 @@ double weight_norm(double slope, double d, std::size_t n) {
   return std::sqrt(std::min(std::isfinite(sum) ? sum : count, count) * (1.0 + 8.0 * kU));
 }
 
-// suffix[i] = sum_{j >= i} c_j e^{-slope (j - i) D} (all c_j >= 0), in two levels: within
-// blocks of B ~ sqrt(n) entries by the recursion s_i = c_i + r s_{i+1}, and over the blocks
-// by the same recursion with ratio R = e^{-slope B D}, each block's suffix then completed as
-// s_i = t_i + r^(end - i) S. Sums of non-negative terms keep the largest relative error of
-// their parts: a block's t_i errs by <= 3 u B (its B sums and products, and r^k with r from
-// exp to an ulp), r^(end - i) by 2 u B, S by 3 u B + 3 u n / B (n / B levels, R from exp), so a
-// suffix sum is within 6 u (B + n / B + 4) of exact, relative. (One recursion over all n
-// entries gives 16 u n: at n = 2^16, 2.3e-10 of a suffix sum near 1/2, which delta(0) at
-// sigma=8.39, q=2.5e-8, T=25, itself 6e-9, lost 2 % to.)
-std::size_t suffix_block(std::size_t n) {
-  return std::max<std::size_t>(1, static_cast<std::size_t>(std::sqrt(static_cast<double>(n))));
-}
-
-double suffix_relative_error(std::size_t n) {
-  const double b = static_cast<double>(suffix_block(n));
-  return 6.0 * kU * (b + static_cast<double>(n) / b + 4.0);
-}
-
-std::vector<double> suffix_sums(const std::vector<double>& c, double slope, double d) {
-  const std::size_t n = c.size();
-  std::vector<double> s(n, 0.0);
-  const std::size_t block = suffix_block(n);
-  const double r = std::exp(-slope * d);
-  const double ratio = std::exp(-slope * d * static_cast<double>(block));  // R = r^B, from exp
-  double after = 0.0;  // the suffix sum at the start of the next block
-  for (std::size_t lo = ((n + block - 1) / block) * block; lo > 0;) {
-    lo -= block;
-    const std::size_t hi = std::min(n, lo + block);
-    double local = 0.0, w = 1.0;  // t_i and r^(hi - i)
-    for (std::size_t i = hi; i-- > lo;) {
-      local = c[i] + r * local;
-      w *= r;
-      s[i] = local + w * after;
-    }
-    // s_lo = t_lo + R after (a block followed by another is full: hi - lo = B).
-    after = local + ratio * after;
-  }
-  return s;
-}
-
 // The largest value(i) found by climbing from `start` in both directions, stepping
 // over runs of up to 64 entries that do not improve (labels left empty).
 template <class F>
@@ -129,6 +89,56 @@ long scan(F value, long from, long to) {
 }
 
 }  // namespace
+
+namespace detail {
+
+// suffix[i] = sum_{j >= i} c_j e^{-slope (j - i) D} (all c_j >= 0), in two levels: within
+// blocks of B ~ sqrt(n) entries by the recursion s_i = c_i + r s_{i+1}, and over the blocks
+// by the same recursion with ratio R = e^{-slope B D}, each block's suffix then completed as
+// s_i = t_i + r^(end - i) S. Sums of non-negative terms keep the largest relative error of
+// their parts: a block's t_i errs by <= 3 u B (its B sums and products, and r^k with r from
+// exp to an ulp), r^(end - i) by 2 u B, S by 3 u B + 3 u n / B (n / B levels, R from exp), so a
+// suffix sum is within 6 u (B + n / B + 4) of exact, relative. (One recursion over all n
+// entries gives 16 u n: at n = 2^16, 2.3e-10 of a suffix sum near 1/2, which delta(0) at
+// sigma=8.39, q=2.5e-8, T=25, itself 6e-9, lost 2 % to.)
+namespace {
+std::size_t suffix_block(std::size_t n) {
+  return std::max<std::size_t>(1, static_cast<std::size_t>(std::sqrt(static_cast<double>(n))));
+}
+
+}  // namespace
+
+double suffix_relative_error(std::size_t n) {
+  const double b = static_cast<double>(suffix_block(n));
+  return 6.0 * kU * (b + static_cast<double>(n) / b + 4.0);
+}
+
+std::vector<double> suffix_sums(const std::vector<double>& c, double slope, double d) {
+  const std::size_t n = c.size();
+  std::vector<double> s(n, 0.0);
+  const std::size_t block = suffix_block(n);
+  const double r = std::exp(-slope * d);
+  const double ratio = std::exp(-slope * d * static_cast<double>(block));  // R = r^B, from exp
+  double after = 0.0;  // the suffix sum at the start of the next block
+  for (std::size_t lo = ((n + block - 1) / block) * block; lo > 0;) {
+    lo -= block;
+    const std::size_t hi = std::min(n, lo + block);
+    double local = 0.0, w = 1.0;  // t_i and r^(hi - i)
+    for (std::size_t i = hi; i-- > lo;) {
+      local = c[i] + r * local;
+      w *= r;
+      s[i] = local + w * after;
+    }
+    // s_lo = t_lo + R after (a block followed by another is full: hi - lo = B).
+    after = local + ratio * after;
+  }
+  return s;
+}
+
+}  // namespace detail
+
+using detail::suffix_relative_error;
+using detail::suffix_sums;
 
 ComposedPld::ComposedPld(const std::vector<std::pair<const StepPmf*, double>>& groups, double tilt,
                          std::size_t max_size, double log_window_tail, bool thorough, bool lower, bool shared)
@@ -188,13 +198,16 @@ ComposedPld::ComposedPld(const std::vector<std::pair<const StepPmf*, double>>& g
     epsilon_slack_ += count * step->loss_slack;
     upper_finite_empty_ = upper_finite_empty_ || upper.back().empty;
     labels_empty_ = labels_empty_ || cells_p.back().empty || cells_q.back().empty;
-    auto log_total = [](const std::vector<double>& v) {
-      return v.empty() ? kNegInf : logsumexp(v.data(), v.size());
+    // Each step's total masses, rounded outward by logsumexp_bounded's certified error.
+    auto log_total = [](const std::vector<double>& v, double side) {
+      if (v.empty()) return kNegInf;
+      double error = 0.0;
+      const double value = logsumexp_bounded(v.data(), v.size(), &error);
+      return value == kNegInf ? value : value + side * error;
     };
-    const double slack = 8.0 * kU * (static_cast<double>(step->log_upper.size() + step->log_p.size()) + 4.0);
-    log_mass_u_ += count * (log_total(step->log_upper) + slack);
-    log_mass_p_ += count * (log_total(step->log_p) - slack);
-    log_mass_q_ += count * (log_total(step->log_q) + slack);
+    log_mass_u_ += count * log_total(step->log_upper, 1.0);
+    log_mass_p_ += count * log_total(step->log_p, -1.0);
+    log_mass_q_ += count * log_total(step->log_q, 1.0);
     log_shift_u_ += count * upper.back().log_norm;
     log_shift_p_ += count * cells_p.back().log_norm;
     log_shift_q_ += count * cells_q.back().log_norm;

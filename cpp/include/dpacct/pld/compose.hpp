@@ -54,6 +54,12 @@ namespace dpacct::pld {
 
 namespace detail {
 
+// suffix[i] = sum_{j >= i} c_j e^{-slope (j - i) d} of non-negative c_j, summed in two
+// levels (blocks of ~sqrt(n) entries) so that each is within suffix_relative_error(n) of exact,
+// relative: 6 u (B + n / B + 4) instead of one recursion's ~u n (compose.cpp shows the bound).
+std::vector<double> suffix_sums(const std::vector<double>& c, double slope, double d);
+double suffix_relative_error(std::size_t n);
+
 // The relative width at which the composers built on ComposedPld (split.hpp, one_rare.hpp)
 // stop inverting delta: their every bound evaluation sums over many terms.
 inline constexpr double kInversionWidth = 1e-7;

@@ -110,7 +110,9 @@ class OneRareComposedPld {
   double cells_high_ = 0.0, cells_low_ = 0.0;  // the union of G's label ranges
   double charged_ = 0.0;
   double epsilon_slack_ = 0.0;
-  double sum_error_ = 0.0;  // relative error of a computed prefix or suffix sum
+  double label_bias_ = 0.0;  // about how far G's label sums lie below its losses (centres the offset search)
+  double sum_error_ = 0.0;     // relative error of a sum computed in one loop (over at most all atoms)
+  double stored_error_ = 0.0;  // relative error of the stored prefix and suffix sums (two-level)
 };
 
 }  // namespace dpacct::pld
