@@ -1253,7 +1253,9 @@ class PLDAccountant(Accountant):
         spec, count = groups[0]
         q = spec.sampling_probability
         # (delta(0), the total variation distance, with up to _ONE_RARE_TV_FIRST_HITS: at sigma=0.331,
-        # q=2.75e-8, T=1.5e6, 0.04 expected hits, the grids took 8 s for 2.1 %, this one 0.2 s for 0.5 %.)
+        # q=2.75e-8, T=1.5e6, 0.04 expected hits, the grids took 8 s for 2.1 %, this one 0.2 s for 0.5 %;
+        # at sigma=0.5, q=3e-6, T=1e5, 0.3 hits, 3.6 s for 0.36 % against 0.13 s for 0.10 %. With 0.5
+        # hits at sigma=0.8, q=1e-7 it stayed 0.87 % wide, and the grids after it cost 2.5 s.)
         hits = _ONE_RARE_TV_FIRST_HITS if epsilon == 0.0 else _ONE_RARE_FIRST_HITS
         if q > _SPLIT_MAX_RATE or count * q > hits:
             return False
@@ -1946,11 +1948,11 @@ _LAST_TRY_SIZE = 2**20  # the split composition's last pass at a width of the al
 _ONE_RARE_CHARGE = 0.1  # the terms with two or more rare steps may cost this share of the target's delta
 _ONE_RARE_CELLS = 2.0  # band cells per allowed epsilon error (epsilon queries, delta at epsilon = 0)
 _ONE_RARE_CELLS_DELTA = 20.0  # ... in delta queries at epsilon > 0
-_ONE_RARE_TV_FINEST = 32.0  # the finest band of a delta(0) query, in cells per allowed error
+_ONE_RARE_TV_FINEST = 256.0  # the finest band of a delta(0) query, in cells per allowed error
 _ONE_RARE_TV_ATTEMPTS = 6  # ... and its most compositions (coarser bands where one does not fit, re-aims, finer ones)
 _ONE_RARE_TILT = 1.0  # the band's tilt, times its saddle point at epsilon
 _ONE_RARE_FIRST_HITS = 0.01  # it goes first at q <= _SPLIT_MAX_RATE with at most this many expected hits
-_ONE_RARE_TV_FIRST_HITS = 0.1  # ... and in a delta(0) query with at most this many
+_ONE_RARE_TV_FIRST_HITS = 0.3  # ... and in a delta(0) query with at most this many
 _ONE_RARE_FIRST_SPAN = 1e3  # ... and where a step's largest loss is at least this many times q
 
 
