@@ -1500,11 +1500,12 @@ class PLDAccountant(Accountant):
         if (
             upper - lower > self._relative_accuracy * upper and upper > irrelevant_below
             and upper > 1e-3 * other_upper and self._one_rare_applies(groups)
-            and not (first and lower <= 2.0 * first_lower)
+            and not (first and 0.0 < lower <= 2.0 * first_lower)
         ):
             # Few steps at a tiny rate: the tail of one hit sets delta (certified too: intersected).
             # Its charges are aimed at the known part of delta: the lower bound where there is one.
-            # (Not again where it went first and the lower bound it was aimed at has not moved.)
+            # (Not again where it went first and its own lower bound is still about the best known:
+            # it would be aimed where it was.)
             lo, up = self._one_rare_delta(groups, direction, epsilon, lower if lower > 0.0 else upper)
             lower, upper = max(lower, lo), min(upper, up)
         return lower, upper
@@ -1582,11 +1583,13 @@ class PLDAccountant(Accountant):
             # came out as the guide's 16 against 580 at sigma=0.946, q=3.8e-6, T=8.4e5, delta(0.0172),
             # and the search then left the interval 4.8 % wide instead of 0.57 %.)
             measured = _measured_slope(composed, epsilon, up, step)
-            if split and not best_upper <= 2.0 * best_lower:
+            if split and best_upper < 1.0 and not best_upper <= 2.0 * best_lower:
                 # The first grid is far off (its guide missed the tilt: sigma=0.635, q=2.8e-6, T=3.4e5,
                 # delta(0.084) was [0, 2.1e-8] against a true 7.5e-10): the split composition (certified
-                # too) before the search and the retilted grids, not after them (2.6 s -> 0.6 s; alone it
-                # gives [7.456e-10, 7.481e-10] in 0.02 s).
+                # too) before the search and the retilted grids, not after them (the query 2.4 s -> 1.1 s;
+                # alone it gives [7.456e-10, 7.481e-10] in 0.02 s). Not where the grid knows nothing (upper
+                # 1): the search then skips at once, and a split interval would start it for nothing
+                # (sigma=19.4, q=1.9e-6, T=47925, delta(0.028) ~ 1e-32: 0.6 s -> 1.5 s).
                 lo, up = self._split_delta(groups, direction, epsilon, best_upper, allowed)
                 best_lower, best_upper = max(best_lower, lo), min(best_upper, up)
                 split = False
