@@ -42,8 +42,15 @@ double logsumexp_bounded(const double* values, std::size_t n, double* error) {
   constexpr double kU = 2.220446049250313e-16;  // DBL_EPSILON, a generous unit round-off
   *error = 0.0;
   double max_value = kNegInf;
-  for (std::size_t i = 0; i < n; ++i) max_value = std::max(max_value, values[i]);
-  if (max_value == kNegInf || max_value == kInf || std::isnan(max_value)) return max_value;
+  for (std::size_t i = 0; i < n; ++i) {
+    // (std::max skips a NaN: an all-NaN input would have come back as -inf, "no mass", with error 0.)
+    if (std::isnan(values[i])) {
+      *error = kInf;
+      return values[i];
+    }
+    max_value = std::max(max_value, values[i]);
+  }
+  if (max_value == kNegInf || max_value == kInf) return max_value;
   const auto block = std::max<std::size_t>(1, static_cast<std::size_t>(std::sqrt(static_cast<double>(n))));
   double sum = 0.0, weighted = 0.0;  // the sum, and sum_i t_i (|x_i| + 2)
   for (std::size_t lo = 0; lo < n; lo += block) {
@@ -53,6 +60,7 @@ double logsumexp_bounded(const double* values, std::size_t n, double* error) {
       if (values[i] == kNegInf) continue;
       const double x = values[i] - max_value;
       const double t = std::exp(x);
+      if (!(t > 0.0)) continue;  // (underflowed, or x = -inf where values lie more than DBL_MAX apart: 0 * inf)
       local += t;
       weighted += t * (std::fabs(x) + 2.0);
     }

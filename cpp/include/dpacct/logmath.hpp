@@ -53,7 +53,8 @@ double log_ndtr(double x);
 double logsumexp(const double* values, std::size_t n);
 
 // logsumexp with a certified bound on its error: returns log(sum_i exp(v[i])) and sets *error
-// to a bound on |returned - exact| (0 for an empty or all -inf input). The exponentials are
+// to a bound on |returned - exact| (0 for an empty or all -inf input; NaN with error +inf where
+// any value is NaN). The exponentials are
 // summed in two levels (blocks of ~sqrt(n) terms), so the sum's rounding is ~2 u sqrt(n)
 // relative instead of one recursion's ~u n; each term's own rounding, u (|v[i] - max| + 2)
 // relative (the shifted exponent rounds by an ulp of itself, exp by one more), is summed
