@@ -198,7 +198,8 @@ ComposedPld::ComposedPld(const std::vector<std::pair<const StepPmf*, double>>& g
     epsilon_slack_ += count * step->loss_slack;
     upper_finite_empty_ = upper_finite_empty_ || upper.back().empty;
     labels_empty_ = labels_empty_ || cells_p.back().empty || cells_q.back().empty;
-    // Each step's total masses, rounded outward by logsumexp_bounded's certified error.
+    // Each step's total upper and Q-label masses, rounded up by logsumexp_bounded's certified error
+    // (the only totals read: U's for the upper bound, Q's as a cap in tail_q_upper).
     auto log_total = [](const std::vector<double>& v, double side) {
       if (v.empty()) return kNegInf;
       double error = 0.0;
@@ -206,7 +207,6 @@ ComposedPld::ComposedPld(const std::vector<std::pair<const StepPmf*, double>>& g
       return value == kNegInf ? value : value + side * error;
     };
     log_mass_u_ += count * log_total(step->log_upper, 1.0);
-    log_mass_p_ += count * log_total(step->log_p, -1.0);
     log_mass_q_ += count * log_total(step->log_q, 1.0);
     log_shift_u_ += count * upper.back().log_norm;
     log_shift_p_ += count * cells_p.back().log_norm;
@@ -323,12 +323,22 @@ ComposedPld::ComposedPld(const std::vector<std::pair<const StepPmf*, double>>& g
   }
   if (!pp.empty()) {
     cells_start_ = static_cast<long>(std::floor(low_c / d + (log_tail_c_ == kNegInf ? 0.5 : 0.0)));
-    power_window(pp, counts, plan, cells_start_, single_ ? size_ : 0, ws, cp, &entry_error_p_, &stats_);
-    entry_error_p_ += absolute_p * std::exp(log_rounding_) * (1.0 + 1e-6);
-    sp_ = suffix_sums(cp, tilt, d);
-    power_window(pq, counts, plan, cells_start_, single_ ? size_ : 0, ws, cq, &entry_error_q_, &stats_);
-    entry_error_q_ += absolute_q * std::exp(log_rounding_) * (1.0 + 1e-6);
-    sq_ = suffix_sums(cq, tilt + 1.0, d);
+    // One label set's P and Q sequences on the labels' window: composed entries (power.hpp's error
+    // bounds, plus the steps' absolute rounding), then their tilted suffix sums.
+    auto compose_labels = [&](const std::vector<const Tilted*>& seq_p, const std::vector<const Tilted*>& seq_q,
+                              double abs_p, double abs_q, double log_rounding, std::vector<double>& out_p,
+                              std::vector<double>& out_q, double* error_p, double* error_q, std::vector<double>* sum_p,
+                              std::vector<double>* sum_q) {
+      const std::size_t single = single_ ? size_ : 0;
+      power_window(seq_p, counts, plan, cells_start_, single, ws, out_p, error_p, &stats_);
+      *error_p += abs_p * std::exp(log_rounding) * (1.0 + 1e-6);
+      *sum_p = suffix_sums(out_p, tilt, d);
+      power_window(seq_q, counts, plan, cells_start_, single, ws, out_q, error_q, &stats_);
+      *error_q += abs_q * std::exp(log_rounding) * (1.0 + 1e-6);
+      *sum_q = suffix_sums(out_q, tilt + 1.0, d);
+    };
+    compose_labels(pp, pq, absolute_p, absolute_q, log_rounding_, cp, cq, &entry_error_p_, &entry_error_q_, &sp_,
+                   &sq_);
     // The entries that stand well above round-off and aliasing, around the mode of P.
     const double floor_p = 4.0 * (entry_error_p_ + 2.0 * std::exp(log_tail_c_));
     const double floor_q = 4.0 * (entry_error_q_ + 2.0 * std::exp(log_tail_c_));
@@ -344,14 +354,9 @@ ComposedPld::ComposedPld(const std::vector<std::pair<const StepPmf*, double>>& g
     test_terms(entry_error_p_, entry_error_q_, log_rounding_, &err_p_, &err_q_, &factor_p_, &factor_q_, &factor_p_up_);
     total_q_ = std::exp(log_mass_q_) * (1.0 + 8.0 * kU);
     if (shared_) {
-      // The shared labels on the same window (power.hpp's error bounds, as above).
-      std::vector<double> cm;
-      power_window(mp, counts, plan, cells_start_, single_ ? size_ : 0, ws, cm, &entry_error_p2_, &stats_);
-      entry_error_p2_ += absolute_p2 * std::exp(log_rounding2_) * (1.0 + 1e-6);
-      sp2_ = suffix_sums(cm, tilt, d);
-      power_window(mq, counts, plan, cells_start_, single_ ? size_ : 0, ws, cm, &entry_error_q2_, &stats_);
-      entry_error_q2_ += absolute_q2 * std::exp(log_rounding2_) * (1.0 + 1e-6);
-      sq2_ = suffix_sums(cm, tilt + 1.0, d);
+      // The shared labels on the same window (their entries reuse cp and cq: only the sums are kept).
+      compose_labels(mp, mq, absolute_p2, absolute_q2, log_rounding2_, cp, cq, &entry_error_p2_, &entry_error_q2_,
+                     &sp2_, &sq2_);
       test_terms(entry_error_p2_, entry_error_q2_, log_rounding2_, &err_p2_, &err_q2_, &factor_p2_, &factor_q2_,
                  &factor_p2_up_);
       // prod (1 + rho_t) lies in [(1 - eta)^T, (1 + eta)^T], e^N in [e^-nu_T, e^nu_T]

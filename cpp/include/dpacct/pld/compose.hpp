@@ -255,7 +255,7 @@ class ComposedPld {
   double suffix_error_ = 0.0;     // relative error of a computed suffix sum (see suffix_sums)
   double epsilon_slack_ = 0.0;    // sum of count * loss_slack
   // Exact total masses of the composed finite parts (upper masses, P- and Q-labels), logs rounded outward.
-  double log_mass_u_ = 0.0, log_mass_p_ = 0.0, log_mass_q_ = 0.0;
+  double log_mass_u_ = 0.0, log_mass_q_ = 0.0;
   double tail_above_ = 0.0;       // 1 - prod (1 - infinity_upper)^count, rounded up
   double any_infinity_lower_ = 0.0;  // 1 - prod (1 - infinity_lower)^count, rounded down
   double log_tail_u_ = 0.0, log_tail_c_ = 0.0;  // log tilted mass allowed outside each window
