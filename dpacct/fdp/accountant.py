@@ -194,9 +194,9 @@ class _Engine(PLDAccountant):
 
     def _composed(self, groups: list[tuple[Any, int]], direction: str, discretization: float, tilt: float,
                   log_tail: float = _LOG_TAIL, max_size: int | None = None, window_tail: float = _WINDOW_TAIL,
-                  thorough: bool = False, lower: bool = True) -> Any:
+                  thorough: bool = False, lower: bool = True, answer: float = math.inf) -> Any:
         built = super()._composed(
-            groups, direction, discretization, tilt, log_tail, max_size, window_tail, thorough, lower
+            groups, direction, discretization, tilt, log_tail, max_size, window_tail, thorough, lower, answer
         )
         return built if isinstance(built, _Guarded) else _Guarded(built)
 

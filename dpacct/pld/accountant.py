@@ -152,6 +152,7 @@ _SPLIT_STAGE_TILT = 5000.0  # ... and for the split composition's G, its tilts a
 # own-loss errors (T times 4e-15 of P) cost 1.1 % of delta, more than the intervals did.
 _MASS_WIDTH = 2e-14
 _SHARED_FROM = 0.05
+_SHARED_ANSWER = 0.1  # ... and where T x _MASS_WIDTH / answer exceeds this share of the accuracy target
 
 
 class Bounds(NamedTuple):
@@ -709,17 +710,20 @@ class PLDAccountant(Accountant):
     def _composed(
         self, groups: list[tuple[_Spec, int]], direction: str, discretization: float, tilt: float,
         log_tail: float = _LOG_TAIL, max_size: int | None = None, window_tail: float = _WINDOW_TAIL,
-        thorough: bool = False, lower: bool = True,
+        thorough: bool = False, lower: bool = True, answer: float = math.inf,
     ) -> Any:
         """The composition on one grid and tilt, coarsened (still certified) when it does not fit in max_size.
 
         ``window_tail`` is the log of the tilted mass the FFT window may leave out per side;
         ``thorough`` spends more extended-precision sums on the FFT power's live frequencies
         (for answers that are small differences of large masses, such as delta(0));
-        ``lower=False`` composes the upper masses alone (the lower bounds are then trivial).
+        ``lower=False`` composes the upper masses alone (the lower bounds are then trivial);
+        ``answer`` is the size of the answer the lower bound must resolve, relative to the masses its
+        threshold tests compare (``_shared_labels``).
         """
         size = self._max_size if max_size is None else min(max_size, self._max_size)
-        key = (direction, discretization, round(tilt, 6), log_tail, size, window_tail, thorough, lower)
+        shared = self._shared_labels(groups, tilt, answer) if lower else False
+        key = (direction, discretization, round(tilt, 6), log_tail, size, window_tail, thorough, lower, shared)
         if key not in self._composed_cache:
             d = discretization
             # The window's span in loss hardly depends on the grid: where an earlier composition
@@ -739,7 +743,7 @@ class PLDAccountant(Accountant):
             while True:
                 try:
                     built = self._compose_on_grid(groups, direction, d, tilt, log_tail, size, window_tail, thorough,
-                                                  lower)
+                                                  lower, shared)
                 except ValueError as error:
                     if "increase discretization" not in str(error) or d >= self._coarsest:
                         raise
@@ -764,7 +768,7 @@ class PLDAccountant(Accountant):
 
     def _compose_on_grid(
         self, groups: list[tuple[_Spec, int]], direction: str, d: float, tilt: float, log_tail: float, size: int,
-        window_tail: float, thorough: bool, lower: bool,
+        window_tail: float, thorough: bool, lower: bool, shared: bool = False,
     ) -> Any:
         """One ComposedPld whose connect-the-dots spread is that of grid ``d``: on it, or in two stages.
 
@@ -772,14 +776,11 @@ class PLDAccountant(Accountant):
         certified entry by entry), re-spread onto ``r d1`` (``coarsen``) and composed there with the
         remaining ``T mod B`` steps, also re-spread. Each block adds at most ``(r d1)^2 / 4`` of loss
         variance, so ``d1 = d / sqrt(1 + r^2 / B)`` keeps the total at the one-grid ``T d^2 / 4``.
+        With ``shared`` (``_shared_labels``) on one grid: the blocks' round-off, charged entry by entry,
+        would swamp the small differences that the shared labels are there to resolve.
         """
-        staging = self._stages(groups, direction, d, tilt, thorough, size)
+        staging = None if shared else self._stages(groups, direction, d, tilt, thorough, size)
         if staging is None:
-            # Shared labels (step.hpp) where the tilt says the lower bound compares masses far larger
-            # than delta (near the Gaussian limit the test's delta is about 1/lambda of them): there
-            # each label's mass error, T times, would swamp delta.
-            steps_in_all = float(sum(c for _, c in groups))
-            shared = lower and steps_in_all * tilt * _MASS_WIDTH > _SHARED_FROM
             steps = [self._step(spec, direction, d, log_tail, shared) for spec, _ in groups]
             return _core.pld.ComposedPld(
                 steps, [float(c) for _, c in groups], tilt, size, window_tail, thorough, lower, shared
@@ -792,6 +793,35 @@ class PLDAccountant(Accountant):
         blocks, rest = divmod(count, block_steps)
         parts = [_core.pld.coarsen(block, ratio), _core.pld.coarsen(step, ratio)]
         return _core.pld.ComposedPld(parts, [float(blocks), float(rest)], tilt, size, window_tail, thorough, lower)
+
+    def _near_normal(self, groups: list[tuple[_Spec, int]], direction: str) -> bool:
+        """Whether the composed loss's skewness and excess kurtosis (from the coarse steps' cumulants) are
+        at most _STAGE_SHAPE."""
+        second = third = fourth = 0.0
+        for spec, count in groups:
+            k2, k3, k4 = self._coarse_cumulants(spec, direction)
+            second, third, fourth = second + count * k2, third + count * k3, fourth + count * k4
+        if not second > 0.0:
+            return False
+        return abs(third) <= _STAGE_SHAPE * second**1.5 and abs(fourth) <= _STAGE_SHAPE * second**2
+
+    def _shared_labels(self, groups: list[tuple[_Spec, int]], tilt: float, answer: float) -> bool:
+        """Whether a composition's lower bound takes the shared labels (step.hpp) as well.
+
+        The interval labels' tests take each label's P-mass low and Q-mass high (about _MASS_WIDTH
+        relative each), T times over, in a test that compares masses M to a delta far below them: a
+        relative error of about T x _MASS_WIDTH x M / delta. Near the Gaussian limit M / delta is about
+        the tilt lambda (the best test's delta is about 1/lambda of the P-mass it compares); where the
+        answer itself is tiny (epsilon well below the composed loss's spread, or delta(0), the total
+        variation distance) the tests compare masses near 1/2 and the error is about T x _MASS_WIDTH /
+        ``answer`` of the answer (epsilon, or delta): measured 1.1 and 2.2 times that on delta(0) and
+        epsilon(1.3e-5) at sigma=7.2, q=5e-8, T=2.9e7 (4.4 % and 32 % of the answer). There the shared
+        labels go in once that is a tenth of the accuracy target.
+        """
+        steps_in_all = float(sum(c for _, c in groups))
+        if steps_in_all * tilt * _MASS_WIDTH > _SHARED_FROM:
+            return True
+        return answer > 0.0 and steps_in_all * _MASS_WIDTH / answer > _SHARED_ANSWER * self._relative_accuracy
 
     def _stages(
         self, groups: list[tuple[_Spec, int]], direction: str, d: float, tilt: float, thorough: bool, size: int
@@ -818,12 +848,9 @@ class PLDAccountant(Accountant):
         ratio = 1 << int(math.floor(math.log2((count / 2.0) ** 0.25)))
         if ratio < 4:
             return None
-        variance, third, fourth = self._coarse_cumulants(spec, direction)
-        if not variance > 0.0:
+        if not self._near_normal(groups, direction):
             return None
-        total = count * variance
-        if abs(count * third) > _STAGE_SHAPE * total**1.5 or abs(count * fourth) > _STAGE_SHAPE * total**2:
-            return None
+        total = count * self._coarse_cumulants(spec, direction)[0]
         # (Not where one grid would not fit in ``size`` either: the caller coarsens that one first,
         # and stages at the requested width would be finer than the answer it gets, and slower.)
         window = 16.0 * math.sqrt(total)
@@ -1542,6 +1569,20 @@ class PLDAccountant(Accountant):
         # q=6e-6, T=14, delta(0) went from 7.4 % to 0.31 % wide.)
         spread = math.sqrt(max(sum(c * self._coarse_cumulants(spec, direction)[0] for spec, c in groups), 0.0))
         cap = max(epsilon / 4.0, spread / 8.0) if epsilon > 0.0 or spread > 0.0 else None
+        if cap is not None and epsilon <= spread and self._near_normal(groups, direction):
+            # Within the spread of 0, delta is about the total variation distance, which the grid's
+            # connect-the-dots spread (T D^2 / 4 of loss variance) changes by about D^2 / 8 s^2 of itself,
+            # s^2 the mean variance of one step: D <= sqrt(2 accuracy) s, whatever T. (At sigma=3.77,
+            # q=1.05e-7, T=8.5e7, s = 2.8e-8, the spread's cap, 3.3e-5, left the grids' lower bound at 0,
+            # and the split composition's interval 2.2 % wide; a grid of 3e-9 gives 0.31 %.) Only where
+            # the composed loss looks near normal, and no finer than steps of _TV_STEP_CELLS cells: where
+            # a step's losses reach far beyond its spike (sigma=0.621, q=5.9e-8, T=9.9e7: up to 5, the
+            # coarse step's spread an artefact of its cells) the steps would have millions of cells, and
+            # the grids, taking more refinements from there, cost 20 s instead of 5.6 s.
+            steps_in_all = float(sum(c for _, c in groups))
+            span = max(float(self._coarse(spec, direction).max_abs_loss) for spec, _ in groups)
+            per_step = math.sqrt(2.0 * self._relative_accuracy) * spread / math.sqrt(steps_in_all)
+            cap = min(cap, max(per_step, span / _TV_STEP_CELLS))
         discretization = self._grid(groups, direction, allowed, epsilon, cap=cap)
         best_lower, best_upper = 0.0, 1.0
         split = self._split_applies(groups)
@@ -1616,6 +1657,20 @@ class PLDAccountant(Accountant):
         else:
             searched = (0.0, 1.0, False)
         cap = self._max_size if effort is None else min(effort, self._max_size)  # the loop's largest FFT
+
+        own_relative = 1.0  # the last grid's own gap, relative to its upper bound
+
+        def small_answer() -> float:
+            # Within the composed loss's spread of 0 the best tests compare masses near 1/2 with delta
+            # (at epsilon = 0, the total variation distance): delta decides on the shared labels
+            # (_shared_labels), scaled up while the grids' own gaps are wide (the labels' mass
+            # intervals cannot matter there, and the shared labels cost 30 % more per grid: sigma=0.621,
+            # q=5.9e-8, T=9.9e7, delta(0), the same interval in 7.5 s instead of 5.6 s). Beyond, the tilt does.
+            if epsilon > spread:
+                return math.inf
+            estimate = best_upper if 0.0 < best_upper < 1.0 else guide.value
+            return estimate * max(1.0, own_relative / self._relative_accuracy)
+
         retilted = 0  # 1 once the first grid has reset the tilt (that grid does not count as a refinement)
         own_previous = math.inf  # the previous grid's own gap
         for refinement in range(_REFINEMENTS + 2):
@@ -1623,13 +1678,15 @@ class PLDAccountant(Accountant):
                 break
             window = self._delta_window_tail(epsilon, best_upper)
             composed = self._composed(
-                groups, direction, discretization, tilt, max_size=effort, window_tail=window, thorough=epsilon == 0.0
+                groups, direction, discretization, tilt, max_size=effort, window_tail=window, thorough=epsilon == 0.0,
+                answer=small_answer(),
             )
             lo, up = composed.delta_bounds(np.array([epsilon]))
             # Whether refining pays is judged on each grid's own gap: the interval carried in from
             # the split composition can be narrower than a first grid's (sigma=3.4, q=2.5e-8,
             # T=33222, delta(0): the split's [0, 5.7e-7] stopped the loop at its second grid).
             own_gap = float(up[0]) - float(lo[0])
+            own_relative = own_gap / float(up[0]) if float(up[0]) > 0.0 else 1.0
             best_lower, best_upper = max(best_lower, float(lo[0])), min(best_upper, float(up[0]))
             gap = best_upper - best_lower
             if self._discretization is not None or gap <= self._relative_accuracy * best_upper:
@@ -1679,7 +1736,8 @@ class PLDAccountant(Accountant):
             boosted = max(tilt * boost, boost / 4.0)
             window = self._delta_window_tail(epsilon, best_upper)
             composed = self._composed(
-                groups, direction, discretization, boosted, max_size=effort, window_tail=window, thorough=epsilon == 0.0
+                groups, direction, discretization, boosted, max_size=effort, window_tail=window, thorough=epsilon == 0.0,
+                answer=small_answer(),
             )
             lo, up = composed.delta_bounds(np.array([epsilon]))
             if float(lo[0]) <= best_lower and float(up[0]) >= best_upper:
@@ -1891,7 +1949,13 @@ class PLDAccountant(Accountant):
             if best_upper <= irrelevant_below:
                 return best_lower, best_upper
         while refinement <= _REFINEMENTS:
-            lo, up, size = self._epsilon_at(groups, direction, delta, slope, discretization, effort)
+            # (Epsilon's relative error from the labels' mass intervals is about 2 T _MASS_WIDTH / epsilon at
+            # every slope: the best known epsilon decides on the shared labels.)
+            # (Scaled up while the best interval is wide: the shared labels cost 30 % more per grid.)
+            known = best_lower if best_lower > 0.0 else (best_upper if math.isfinite(best_upper) else aim)
+            wide = (best_upper - best_lower) / best_upper if math.isfinite(best_upper) and best_upper > 0.0 else 1.0
+            known *= max(1.0, wide / self._relative_accuracy)
+            lo, up, size = self._epsilon_at(groups, direction, delta, slope, discretization, effort, answer=known)
             previous_gap = best_upper - best_lower
             best_lower, best_upper = max(best_lower, lo), min(best_upper, up)
             gap = best_upper - best_lower
@@ -1959,9 +2023,10 @@ class PLDAccountant(Accountant):
 
     def _epsilon_at(
         self, groups: list[tuple[_Spec, int]], direction: str, delta: float, slope: float, discretization: float,
-        max_size: int | None = None, lower: bool = True,
+        max_size: int | None = None, lower: bool = True, answer: float = math.inf,
     ) -> tuple[float, float, int]:
-        """Bounds from the grid of width ``discretization`` (and the largest FFT size it used)."""
+        """Bounds from the grid of width ``discretization`` (and the largest FFT size it used); ``answer``:
+        the best estimate of epsilon (``_shared_labels``)."""
         # Each attempt gives certified bounds, so the tightest is kept. Where the tilt puts the
         # mass at huge clamped losses, the window cannot certify epsilon (upper = inf) or the
         # answer lies below the window: a smaller tilt is tried, down to none.
@@ -1969,7 +2034,8 @@ class PLDAccountant(Accountant):
         for _attempt in range(6):
             tilt = self._tilt(slope, delta)
             composed = self._composed(
-                groups, direction, discretization, tilt, self._query_tail(groups, delta), max_size, lower=lower
+                groups, direction, discretization, tilt, self._query_tail(groups, delta), max_size, lower=lower,
+                answer=answer,
             )
             if self._probe is not None:
                 self._probe(composed)
@@ -1988,6 +2054,7 @@ _SPLIT_FIRST_RATE = 1e-6  # at or below this rate it goes first; above, only whe
 _SPLIT_FIRST_HITS = 2.0  # ... and only with fewer expected hits than this (more: the whole grid first)
 _SPLIT_RARE = 3.0  # expected number of rare steps the cut aims at
 _TV_SIZE = 2**21  # the largest whole grid of a delta query at epsilon = 0 (total variation)
+_TV_STEP_CELLS = 2**16  # ... whose first grid resolves one step's spread with at most this many cells per step
 _FALLBACK_SIZE = 2**20  # the largest whole grid tried after the split composition has answered
 _LAST_TRY_SIZE = 2**20  # the split composition's last pass at a width of the allowed error
 _ONE_RARE_CHARGE = 0.1  # the terms with two or more rare steps may cost this share of the target's delta
