@@ -1366,12 +1366,16 @@ class PLDAccountant(Accountant):
         self, groups: list[tuple[_Spec, int]], direction: str, delta: float, estimate: float
     ) -> tuple[float, float]:
         """Certified epsilon bounds from the composition with at most one rare step, aimed at
-        ``estimate`` and then, at most twice, at the lower end of what it found."""
+        ``estimate`` and then, at most twice, at the lower end of what it found; where the aim was
+        already right and the interval misses the target by at most _ONE_RARE_FINER_MISS, once more
+        on a band _ONE_RARE_FINER times as fine (sigma=1.73, q=7.7e-6, T=286, delta=8e-14: 1.01 %
+        -> 0.07 %, 0.01 s more)."""
         best_lower, best_upper = 0.0, math.inf
         aim = estimate
+        cells: float | None = None
         for _attempt in range(3):
             try:
-                composed = self._one_rare_composed(groups, direction, aim, delta)
+                composed = self._one_rare_composed(groups, direction, aim, delta, cells)
             except ValueError:
                 break
             if composed is None:
@@ -1380,11 +1384,16 @@ class PLDAccountant(Accountant):
                 self._probe(composed)
             lo, up, _ = composed.epsilon_bounds(delta)
             best_lower, best_upper = max(best_lower, lo), min(best_upper, up)
-            if math.isfinite(best_upper) and best_upper - best_lower <= self._relative_accuracy * best_upper:
+            target = self._relative_accuracy * best_upper
+            if math.isfinite(best_upper) and best_upper - best_lower <= target:
                 break
             known = best_lower if best_lower > 0.0 else best_upper
-            if not (math.isfinite(known) and known > 0.0) or abs(known - aim) <= 0.1 * aim:
+            if not (math.isfinite(known) and known > 0.0):
                 break
+            if abs(known - aim) <= 0.1 * aim:
+                if cells is not None or not best_upper - best_lower <= _ONE_RARE_FINER_MISS * target:
+                    break
+                cells = _ONE_RARE_FINER * _ONE_RARE_CELLS
             aim = known
         return best_lower, best_upper
 
@@ -2060,6 +2069,8 @@ _LAST_TRY_SIZE = 2**20  # the split composition's last pass at a width of the al
 _ONE_RARE_CHARGE = 0.1  # the terms with two or more rare steps may cost this share of the target's delta
 _ONE_RARE_CELLS = 2.0  # band cells per allowed epsilon error (epsilon queries, delta at epsilon = 0)
 _ONE_RARE_CELLS_DELTA = 20.0  # ... in delta queries at epsilon > 0
+_ONE_RARE_FINER = 4.0  # an epsilon query's band this many times as fine once its aim is right ...
+_ONE_RARE_FINER_MISS = 4.0  # ... where the interval is at most this many times the target
 _ONE_RARE_TV_FINEST = 256.0  # the finest band of a delta(0) query, in cells per allowed error
 _ONE_RARE_TV_ATTEMPTS = 6  # ... and its most compositions (coarser bands where one does not fit, re-aims, finer ones)
 _ONE_RARE_TILT = 1.0  # the band's tilt, times its saddle point at epsilon
