@@ -102,6 +102,7 @@ _QUERY_TAIL_MAX = -25.0  # the most an epsilon query cuts per step (PLDAccountan
 _MAX_CELLS = 2**24  # most grid points one step may use
 _COARSE_CELLS = 4096  # grid points of the coarse discretisation that guides the choice of grid
 _GUIDE_SLOPE = 1e12  # the largest Chernoff slope tried: ~1/q where every loss is ~q
+_GUIDE_SLOPE_LOWEST = 1e-12  # ... and the smallest: ~1 / the composed loss's spread
 _REFINEMENTS = 3  # grid refinements when a query's gap exceeds the target
 _REAIMS = 4  # grids aimed again where the answer proved far below the guide (tiny losses)
 _REAIM_CELLS = 2**20  # ... each with steps of at most this many cells
@@ -2313,7 +2314,8 @@ def _minimise(objective: Any, highest: float = 1e4, log_scale: bool = False) -> 
 
     The grid spans [1e-3, 1e4], and goes on up to ``highest`` where the minimum sits at its
     top and the extension finds a clearly smaller value (``log_scale``: the objective is a
-    log, compared by differences instead of ratios).
+    log, compared by differences instead of ratios), and down to _GUIDE_SLOPE_LOWEST where
+    it sits at its bottom.
     Returns the value (``inf`` if nowhere finite) and the minimiser (0 when the
     objective is not finite anywhere: no tilt).
     """
@@ -2337,6 +2339,19 @@ def _minimise(objective: Any, highest: float = 1e4, log_scale: bool = False) -> 
             grid = np.concatenate([grid, more])
             values = np.concatenate([values, extra])
             best = int(np.argmin(values))
+    if best == 0 and math.isfinite(top):
+        # The minimum lies at or below the bottom slope: the grid goes on down, same spacing, to
+        # _GUIDE_SLOPE_LOWEST (composed losses with a spread of thousands, where epsilon ~ 1e4-1e9: the
+        # Chernoff slope is about sqrt(2 log(1/delta)) over that spread, and a slope of 1e-3 tilted the
+        # window past the answer: sigma=0.1215, q=0.0366, T=1.2e7, delta=2.3e-5 certified [0, 1.34e7]
+        # where the answer is 1.33e7).
+        less = grid[0] / np.sqrt(10.0) ** np.arange(1, 1 + 2 * round(math.log10(grid[0] / _GUIDE_SLOPE_LOWEST)))
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            extra = np.asarray(objective(less), dtype=np.float64)
+        extra = np.where(np.isfinite(extra), extra, math.inf)
+        grid = np.concatenate([less[::-1], grid])
+        values = np.concatenate([extra[::-1], values])
+        best = int(np.argmin(values))
     if not math.isfinite(values[best]):
         return _Guide(math.inf, 0.0)
     lo = math.log(grid[max(best - 1, 0)])

@@ -121,8 +121,9 @@ def threshold_epsilon_lower(steps: Steps, delta: float, direction: str) -> float
             factor = -np.expm1(log_delta - log_p)  # 1 - delta / P
             value = log_p + np.log(factor) - log_q
             slack = 1e-12 * (2.0 + np.abs(log_p) + np.abs(log_q) + abs(log_delta)) * (1.0 + 2.0 / np.maximum(factor, 1e-300))
-        ok = (log_p > log_delta) & (factor > 1e-6) & np.isfinite(log_q) & np.isfinite(value)
-        return np.where(ok, value - slack, -np.inf)
+            ok = (log_p > log_delta) & (factor > 1e-6) & np.isfinite(log_q) & np.isfinite(value)
+            # (Inside errstate: the entries the mask drops may be inf - inf, a NaN that would warn.)
+            return np.where(ok, value - slack, -np.inf)
 
     grid = _grid(steps, -log_delta + 10.0)  # epsilon(delta) lies well inside
     best = _maximise(log_eps(grid), grid, log_eps)
