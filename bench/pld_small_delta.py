@@ -84,7 +84,7 @@ def main() -> None:
         d_lower, d_upper = (float(x) for x in acct.delta_bounds(epsilon))
         cpu = time.process_time() - start
         print(f"| sigma={sigma:g} q={q:.3g} T={steps:g} | {epsilon:g} | [{d_lower:.6g}, {d_upper:.6g}] "
-              f"| {100.0 * (d_upper - d_lower) / d_upper:.2f} % | {cpu:.3f} | {published} |")
+              f"| {100.0 * (d_upper - d_lower) / d_upper if d_upper > 0.0 else 0.0:.2f} % | {cpu:.3f} | {published} |")
     print()
     print(f"{total} delta queries: {misses['unsound']} unsound, {misses['width']} wider than 1 % at delta >= 1e-12; "
           f"widest {100.0 * worst[0]:.2f} % ({worst[1]})")

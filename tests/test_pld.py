@@ -467,6 +467,20 @@ def test_whole_grid_fallback_after_the_split_composition_stays_small() -> None:
     assert max(composed.size for composed in acct._composed_cache.values()) <= 2**20
 
 
+def test_round_off_limited_grids_go_thorough() -> None:
+    """sigma=0.4, q=1e-5, T=1e5, delta=1e-6 at relative_accuracy=5e-5 (item 4's matched accuracy): the grids'
+    lower bound stalled at 2.99794 (the FFT power's round-off, charged to both bounds), and the split composition
+    ran after them (1.5 s). Once refining stops paying, one more refinement sums more of the power's live
+    frequencies directly: [2.998031, 2.998081] in about 0.7 s. Both intervals are certified: this one must meet
+    the default accuracy's."""
+    acct = PLDAccountant(relative_accuracy=5e-5).step(noise_multiplier=0.4, sampling_probability=1e-5, count=10**5)
+    lower, upper = acct.epsilon_bounds(1e-6)
+    assert upper - lower <= 3e-5 * upper  # measured 1.6e-5 (the stalled grids, then the split: 4.6e-5)
+    assert any(key[6] for key in acct._composed_cache)  # (key[6]: thorough)
+    coarse = PLDAccountant().step(noise_multiplier=0.4, sampling_probability=1e-5, count=10**5).epsilon_bounds(1e-6)
+    assert float(coarse.lower) <= upper and lower <= float(coarse.upper)
+
+
 def test_clear_cache_forgets_steps_and_keeps_answers() -> None:
     """dpacct.pld.clear_cache() (for benchmarks: cold queries) changes no answer."""
     first = PLDAccountant().step(noise_multiplier=1.0, sampling_probability=0.01, count=100).epsilon_bounds(1e-5)

@@ -41,7 +41,8 @@ def _check(sigma: float, q: float, steps: int, delta: float) -> tuple[float, flo
     delta=st.sampled_from([1e-5, 1e-10, 1e-14]),
 )
 def test_small_sigma_stays_informative(sigma: float, q: float, steps: int, delta: float) -> None:
-    """Lower >= half the upper, and both at most RDP's certified epsilon (no tolerance but rounding)."""
+    """Lower >= half the upper; the lower bound at most RDP's certified epsilon (what any two certified bounds
+    must satisfy), and the upper bound too (the tightness PLD must reach: RDP's conversion is looser)."""
     _check(sigma, q, steps, delta)
 
 

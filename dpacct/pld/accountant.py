@@ -154,6 +154,7 @@ _SPLIT_STAGE_TILT = 5000.0  # ... and for the split composition's G, its tilts a
 _MASS_WIDTH = 2e-14
 _SHARED_FROM = 0.05
 _SHARED_ANSWER = 0.1  # ... and where T x _MASS_WIDTH / answer exceeds this share of the accuracy target
+_SHARED_GRID = 1e-4  # the steps (gaussian, laplace, mixture) build shared labels only on grids finer than this
 
 
 class Bounds(NamedTuple):
@@ -780,7 +781,10 @@ class PLDAccountant(Accountant):
         With ``shared`` (``_shared_labels``) on one grid: the blocks' round-off, charged entry by entry,
         would swamp the small differences that the shared labels are there to resolve.
         """
-        staging = None if shared else self._stages(groups, direction, d, tilt, thorough, size)
+        can_share = shared and d < _SHARED_GRID and all(
+            isinstance(spec, _Spec) and spec.kind in _SPLIT_KINDS for spec, _ in groups
+        )
+        staging = None if can_share else self._stages(groups, direction, d, tilt, thorough, size)
         if staging is None:
             steps = [self._step(spec, direction, d, log_tail, shared) for spec, _ in groups]
             return _core.pld.ComposedPld(
@@ -815,9 +819,10 @@ class PLDAccountant(Accountant):
         the tilt lambda (the best test's delta is about 1/lambda of the P-mass it compares); where the
         answer itself is tiny (epsilon well below the composed loss's spread, or delta(0), the total
         variation distance) the tests compare masses near 1/2 and the error is about T x _MASS_WIDTH /
-        ``answer`` of the answer (epsilon, or delta): measured 1.1 and 2.2 times that on delta(0) and
-        epsilon(1.3e-5) at sigma=7.2, q=5e-8, T=2.9e7 (4.4 % and 32 % of the answer). There the shared
-        labels go in once that is a tenth of the accuracy target.
+        ``answer`` of the answer (epsilon, or delta): at sigma=7.2, q=5e-8, T=2.9e7 measured 1.1 times
+        that on delta(0) ~ 1.5e-5 (4.4 %), and 2.2 times on the epsilon at delta = 1.3e-5 (epsilon ~ 4.0e-6:
+        its lower bound was 32 % low). There the shared labels go in once that is a tenth of the accuracy
+        target.
         """
         steps_in_all = float(sum(c for _, c in groups))
         if steps_in_all * tilt * _MASS_WIDTH > _SHARED_FROM:
@@ -1392,7 +1397,9 @@ class PLDAccountant(Accountant):
             if not (math.isfinite(known) and known > 0.0):
                 break
             if abs(known - aim) <= 0.1 * aim:
-                if cells is not None or not best_upper - best_lower <= _ONE_RARE_FINER_MISS * target:
+                if cells is not None or not (
+                    math.isfinite(best_upper) and best_upper - best_lower <= _ONE_RARE_FINER_MISS * target
+                ):
                     break
                 cells = _ONE_RARE_FINER * _ONE_RARE_CELLS
             aim = known
@@ -1579,10 +1586,10 @@ class PLDAccountant(Accountant):
         # q=6e-6, T=14, delta(0) went from 7.4 % to 0.31 % wide.)
         spread = math.sqrt(max(sum(c * self._coarse_cumulants(spec, direction)[0] for spec, c in groups), 0.0))
         cap = max(epsilon / 4.0, spread / 8.0) if epsilon > 0.0 or spread > 0.0 else None
-        if cap is not None and epsilon <= spread and self._near_normal(groups, direction):
-            # Within the spread of 0, delta is about the total variation distance, which the grid's
-            # connect-the-dots spread (T D^2 / 4 of loss variance) changes by about D^2 / 8 s^2 of itself,
-            # s^2 the mean variance of one step: D <= sqrt(2 accuracy) s, whatever T. (At sigma=3.77,
+        if cap is not None and epsilon == 0.0 and self._near_normal(groups, direction):
+            # delta(0), the total variation distance, which the grid's connect-the-dots spread (T D^2 / 4
+            # of loss variance) changes by about D^2 / 8 s^2 of itself, s^2 the mean variance of one step:
+            # D <= sqrt(2 accuracy) s keeps that within a quarter of the target, whatever T. (At sigma=3.77,
             # q=1.05e-7, T=8.5e7, s = 2.8e-8, the spread's cap, 3.3e-5, left the grids' lower bound at 0,
             # and the split composition's interval 2.2 % wide; a grid of 3e-9 gives 0.31 %.) Only where
             # the composed loss looks near normal, and no finer than steps of _TV_STEP_CELLS cells: where
@@ -1949,6 +1956,7 @@ class PLDAccountant(Accountant):
         aim = guide.value
         discretization = self._grid(groups, direction, self._allowed(aim, irrelevant_below), aim)
         refinement, reaims, slope = 0, 0, guide.slope
+        thorough = False
         if irrelevant_below > 0.0 and self._discretization is None and self._probe is None:
             # This direction matters only if its epsilon exceeds the other's lower bound: the upper
             # masses alone, composed first (a third of the transforms, and the labels' window is not
@@ -1965,7 +1973,9 @@ class PLDAccountant(Accountant):
             known = best_lower if best_lower > 0.0 else (best_upper if math.isfinite(best_upper) else aim)
             wide = (best_upper - best_lower) / best_upper if math.isfinite(best_upper) and best_upper > 0.0 else 1.0
             known *= max(1.0, wide / self._relative_accuracy)
-            lo, up, size = self._epsilon_at(groups, direction, delta, slope, discretization, effort, answer=known)
+            lo, up, size = self._epsilon_at(
+                groups, direction, delta, slope, discretization, effort, answer=known, thorough=thorough
+            )
             previous_gap = best_upper - best_lower
             best_lower, best_upper = max(best_lower, lo), min(best_upper, up)
             gap = best_upper - best_lower
@@ -1996,7 +2006,13 @@ class PLDAccountant(Accountant):
                         slope = fine.slope
                     continue  # judged as a first grid (no "stopped paying" test)
             if refinement > 0 and gap > 0.7 * previous_gap:  # the grid no longer limits the gap
-                break
+                if thorough:
+                    break
+                # ... or the FFT power's round-off does (charged to both bounds): one more refinement, with
+                # more of its live frequencies summed directly (sigma=0.4, q=1e-5, T=1e5, delta=1e-6 at a
+                # relative accuracy of 5e-5: the lower bound stayed at 2.99794 on grids from 6e-5 to 1.5e-5,
+                # and thorough on 3e-5 gives [2.998034, 2.998069], in about 1.3 times that grid's time).
+                thorough = True
             finer = _refine(discretization, gap, target)
             if size * discretization / finer > effort:  # the next grid would not fit the effort cap
                 break
@@ -2033,10 +2049,10 @@ class PLDAccountant(Accountant):
 
     def _epsilon_at(
         self, groups: list[tuple[_Spec, int]], direction: str, delta: float, slope: float, discretization: float,
-        max_size: int | None = None, lower: bool = True, answer: float = math.inf,
+        max_size: int | None = None, lower: bool = True, answer: float = math.inf, thorough: bool = False,
     ) -> tuple[float, float, int]:
         """Bounds from the grid of width ``discretization`` (and the largest FFT size it used); ``answer``:
-        the best estimate of epsilon (``_shared_labels``)."""
+        the best estimate of epsilon (``_shared_labels``); ``thorough``: see ``_composed``."""
         # Each attempt gives certified bounds, so the tightest is kept. Where the tilt puts the
         # mass at huge clamped losses, the window cannot certify epsilon (upper = inf) or the
         # answer lies below the window: a smaller tilt is tried, down to none.
@@ -2045,7 +2061,7 @@ class PLDAccountant(Accountant):
             tilt = self._tilt(slope, delta)
             composed = self._composed(
                 groups, direction, discretization, tilt, self._query_tail(groups, delta), max_size, lower=lower,
-                answer=answer,
+                answer=answer, thorough=thorough,
             )
             if self._probe is not None:
                 self._probe(composed)
