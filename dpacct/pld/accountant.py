@@ -2016,6 +2016,18 @@ class PLDAccountant(Accountant):
             finer = _refine(discretization, gap, target)
             if size * discretization / finer > effort:  # the next grid would not fit the effort cap
                 break
+            if split and self._probe is None and size * discretization / finer >= _SPLIT_BEFORE_POINTS:
+                # The split composition (run after this loop where it misses anyway) before a grid this
+                # large: it is usually far cheaper there (sigma=0.61, q=2.3e-7, T=1.8e7, delta=1.7e-6, the add
+                # direction, whose upper bound only had to fall below the other's lower one: 0.18 s against
+                # 1.9 s for a grid of 2^21 points). Both are certified: intersected.
+                lo, up = self._split_epsilon(
+                    groups, direction, delta, best_upper if math.isfinite(best_upper) else guide.value, irrelevant_below
+                )
+                best_lower, best_upper = max(best_lower, lo), min(best_upper, up)
+                split = False
+                if met():
+                    break
             discretization = finer
             refinement += 1
         # (Not inside a delta query's search: there it runs at accuracies ~1e-4 and took 24-38 s per
@@ -2082,6 +2094,7 @@ _SPLIT_RARE = 3.0  # expected number of rare steps the cut aims at
 _TV_SIZE = 2**21  # the largest whole grid of a delta query at epsilon = 0 (total variation)
 _TV_STEP_CELLS = 2**16  # ... whose first grid resolves one step's spread with at most this many cells per step
 _FALLBACK_SIZE = 2**20  # the largest whole grid tried after the split composition has answered
+_SPLIT_BEFORE_POINTS = 2**20  # an epsilon query's split composition goes before a whole grid of this many points
 _LAST_TRY_SIZE = 2**20  # the split composition's last pass at a width of the allowed error
 _ONE_RARE_CHARGE = 0.1  # the terms with two or more rare steps may cost this share of the target's delta
 _ONE_RARE_CELLS = 2.0  # band cells per allowed epsilon error (epsilon queries, delta at epsilon = 0)
