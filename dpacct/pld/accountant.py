@@ -2006,21 +2006,29 @@ class PLDAccountant(Accountant):
                         slope = fine.slope
                     continue  # judged as a first grid (no "stopped paying" test)
             if refinement > 0 and gap > 0.7 * previous_gap:  # the grid no longer limits the gap
-                if thorough:
+                if thorough or self._relative_accuracy >= _THOROUGH_BELOW:
                     break
-                # ... or the FFT power's round-off does (charged to both bounds): one more refinement, with
-                # more of its live frequencies summed directly (sigma=0.4, q=1e-5, T=1e5, delta=1e-6 at a
-                # relative accuracy of 5e-5: the lower bound stayed at 2.99794 on grids from 6e-5 to 1.5e-5,
-                # and thorough on 3e-5 gives [2.998034, 2.998069], in about 1.3 times that grid's time).
+                # ... or, at strict accuracies, the FFT power's round-off does (charged to both bounds): one
+                # more refinement, with more of its live frequencies summed directly (sigma=0.4, q=1e-5, T=1e5,
+                # delta=1e-6 at a relative accuracy of 5e-5: the lower bound stayed at 2.99794 on grids from
+                # 6e-5 to 1.5e-5, and thorough on 3e-5 gives [2.998034, 2.998069], in about 1.3 times that
+                # grid's time). (At the default accuracy a stalled grid is rarely round-off's: sigma=1.19,
+                # q=5.7e-8, T=4.8e7, delta=4.5e-14, the add direction, a thorough grid cost 0.5 s for nothing.)
                 thorough = True
             finer = _refine(discretization, gap, target)
             if size * discretization / finer > effort:  # the next grid would not fit the effort cap
                 break
-            if split and self._probe is None and size * discretization / finer >= _SPLIT_BEFORE_POINTS:
-                # The split composition (run after this loop where it misses anyway) before a grid this
-                # large: it is usually far cheaper there (sigma=0.61, q=2.3e-7, T=1.8e7, delta=1.7e-6, the add
-                # direction, whose upper bound only had to fall below the other's lower one: 0.18 s against
-                # 1.9 s for a grid of 2^21 points). Both are certified: intersected.
+            if (
+                split and self._probe is None and size * discretization / finer >= _SPLIT_BEFORE_POINTS
+                and count * rate <= _SPLIT_BEFORE_HITS and irrelevant_below > 0.0
+            ):
+                # Where this direction's upper bound only has to fall below the other's lower bound, the split
+                # composition (run after this loop where it misses anyway) before a grid this large, with few
+                # expected hits: its first, cheap passes usually do that (sigma=0.61, q=2.3e-7, T=1.8e7,
+                # delta=1.7e-6, 4 hits, the add direction: 0.18 s against 1.9 s for a grid of 2^21 points). Not
+                # with many hits: its cost grows with them (sigma=0.628, q=1.4e-5, T=6.8e6, 98 hits: 2.7 s
+                # against 0.8 s for 2^21 points); nor for the whole interval (sigma=1.19, q=5.7e-8, T=4.8e7,
+                # delta=4.5e-14: 1.4 s of split passes where two grids take 0.5 s). Both certified: intersected.
                 lo, up = self._split_epsilon(
                     groups, direction, delta, best_upper if math.isfinite(best_upper) else guide.value, irrelevant_below
                 )
@@ -2095,6 +2103,8 @@ _TV_SIZE = 2**21  # the largest whole grid of a delta query at epsilon = 0 (tota
 _TV_STEP_CELLS = 2**16  # ... whose first grid resolves one step's spread with at most this many cells per step
 _FALLBACK_SIZE = 2**20  # the largest whole grid tried after the split composition has answered
 _SPLIT_BEFORE_POINTS = 2**20  # an epsilon query's split composition goes before a whole grid of this many points
+_SPLIT_BEFORE_HITS = 10.0  # ... where at most this many hits are expected in all (T q)
+_THOROUGH_BELOW = 1e-3  # epsilon queries whose grids stall get a thorough refinement below this relative accuracy
 _LAST_TRY_SIZE = 2**20  # the split composition's last pass at a width of the allowed error
 _ONE_RARE_CHARGE = 0.1  # the terms with two or more rare steps may cost this share of the target's delta
 _ONE_RARE_CELLS = 2.0  # band cells per allowed epsilon error (epsilon queries, delta at epsilon = 0)
