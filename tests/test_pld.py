@@ -476,7 +476,9 @@ def test_round_off_limited_grids_go_thorough() -> None:
     acct = PLDAccountant(relative_accuracy=5e-5).step(noise_multiplier=0.4, sampling_probability=1e-5, count=10**5)
     lower, upper = acct.epsilon_bounds(1e-6)
     assert upper - lower <= 3e-5 * upper  # measured 1.6e-5 (the stalled grids, then the split: 4.6e-5)
-    assert any(key[6] for key in acct._composed_cache)  # (key[6]: thorough)
+    # (key[6]: thorough. The stall that sets it was measured at a gap ratio of 0.736 against the loop's 0.7: a
+    # change to the grid choice may skip it; the width above is what matters.)
+    assert any(key[6] for key in acct._composed_cache)
     coarse = PLDAccountant().step(noise_multiplier=0.4, sampling_probability=1e-5, count=10**5).epsilon_bounds(1e-6)
     assert float(coarse.lower) <= upper and lower <= float(coarse.upper)
 

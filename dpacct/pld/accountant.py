@@ -1956,7 +1956,7 @@ class PLDAccountant(Accountant):
         aim = guide.value
         discretization = self._grid(groups, direction, self._allowed(aim, irrelevant_below), aim)
         refinement, reaims, slope = 0, 0, guide.slope
-        thorough = False
+        thorough = just_split = False
         if irrelevant_below > 0.0 and self._discretization is None and self._probe is None:
             # This direction matters only if its epsilon exceeds the other's lower bound: the upper
             # masses alone, composed first (a third of the transforms, and the labels' window is not
@@ -2006,7 +2006,8 @@ class PLDAccountant(Accountant):
                         slope = fine.slope
                     continue  # judged as a first grid (no "stopped paying" test)
             if refinement > 0 and gap > 0.7 * previous_gap:  # the grid no longer limits the gap
-                if thorough or self._relative_accuracy >= _THOROUGH_BELOW or self._probe is not None:
+                # (Not once the split composition has run: its interval, not round-off, makes the grids look stalled.)
+                if thorough or just_split or self._relative_accuracy >= _THOROUGH_BELOW or self._probe is not None:
                     break
                 # ... or, at strict accuracies, the FFT power's round-off does (charged to both bounds): one
                 # more refinement, with more of its live frequencies summed directly (sigma=0.4, q=1e-5, T=1e5,
@@ -2036,6 +2037,7 @@ class PLDAccountant(Accountant):
                 )
                 best_lower, best_upper = max(best_lower, lo), min(best_upper, up)
                 split = False
+                just_split = True
                 if met():
                     break
             discretization = finer
