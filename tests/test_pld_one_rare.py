@@ -93,12 +93,19 @@ def test_one_hit_tails_are_narrow_and_meet_the_other_composers(
     acct = PLDAccountant().step(noise_multiplier=sigma, sampling_probability=q, count=steps)
     lower, upper = acct.epsilon_bounds(delta)
     assert 0.0 < lower <= upper <= 1.01 * lower
+    other_lower, other_upper = _without_one_rare(sigma, q, steps, delta, monkeypatch)
+    assert other_lower <= upper and lower <= other_upper
+
+
+def _without_one_rare(
+    sigma: float, q: float, steps: int, delta: float, monkeypatch: pytest.MonkeyPatch
+) -> tuple[float, float]:
+    """The epsilon interval the other composers certify alone (cold)."""
     monkeypatch.setattr(pld_accountant.PLDAccountant, "_one_rare_applies", lambda self, groups: False)
     dpacct.pld.clear_cache()
-    other_lower, other_upper = PLDAccountant().step(
-        noise_multiplier=sigma, sampling_probability=q, count=steps
-    ).epsilon_bounds(delta)
-    assert other_lower <= upper and lower <= other_upper
+    acct = PLDAccountant().step(noise_multiplier=sigma, sampling_probability=q, count=steps)
+    lower, upper = acct.epsilon_bounds(delta)
+    return float(lower), float(upper)
 
 
 def test_a_finer_band_once_the_aim_is_right(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -109,11 +116,7 @@ def test_a_finer_band_once_the_aim_is_right(monkeypatch: pytest.MonkeyPatch) -> 
     acct = PLDAccountant().step(noise_multiplier=sigma, sampling_probability=q, count=steps)
     lower, upper = acct.epsilon_bounds(delta)
     assert 0.0 < lower <= upper and upper - lower <= 0.005 * upper
-    monkeypatch.setattr(pld_accountant.PLDAccountant, "_one_rare_applies", lambda self, groups: False)
-    dpacct.pld.clear_cache()
-    other_lower, other_upper = PLDAccountant().step(
-        noise_multiplier=sigma, sampling_probability=q, count=steps
-    ).epsilon_bounds(delta)
+    other_lower, other_upper = _without_one_rare(sigma, q, steps, delta, monkeypatch)
     assert other_lower <= upper and lower <= other_upper
 
 
