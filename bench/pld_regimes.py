@@ -37,6 +37,11 @@ CASES = [
     ("delta(2) sigma=0.8 q=1e-4 T=1e4", 0.8, 1e-4, 10_000, "delta", 2.0),
     ("delta(0.5) sigma=0.8 q=1e-4 T=1e4", 0.8, 1e-4, 10_000, "delta", 0.5),
     ("sigma=0.8 q=1e-4 T=1e4 delta=1e-12", 0.8, 1e-4, 10_000, "epsilon", 1e-12),
+    # Many hits at small rates and tiny deltas; a huge epsilon of a long run (found by bench/pld_sweep.py).
+    ("sigma=0.7 q=1e-5 T=2e7 delta=1e-13", 0.7, 1e-5, 20_000_000, "epsilon", 1e-13),
+    ("delta(1.13) sigma=0.7 q=1e-5 T=2e7", 0.7, 1e-5, 20_000_000, "delta", 1.13),
+    ("sigma=0.7 q=2e-5 T=5e7 delta=1e-13", 0.7, 2e-5, 50_000_000, "epsilon", 1e-13),
+    ("delta(4.65e5) sigma=4.41 q=0.5 T=7.1e7", 4.41, 0.5, 71_000_000, "delta", 465000.0),
 ]
 
 CHILD = """

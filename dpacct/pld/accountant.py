@@ -134,6 +134,7 @@ _GAUSSIAN_QUANTILE = 10.0  # ... applied where (eps - V/2) / sqrt(V) is at most 
 # of two <= (T / 2)^(1/4), the blocks' window tails at e^-60 (their round-off is charged per entry).
 _STAGE_FROM = 2**16
 _STAGE_WINDOW_TAIL = -60.0
+_STAGE_BEYOND = 2**21  # ... where one grid would not fit: only where both stages' windows fit in this many points
 _STAGE_SHAPE = 0.5  # ... and only where the composed loss's skewness and excess kurtosis are at most this
 # ... and one step's support spans at most this fraction of the composed window (16 standard deviations).
 # A block's window holds a few step supports (its tilted tails), so only then are the two stages cheaper
@@ -728,14 +729,18 @@ class PLDAccountant(Accountant):
         key = (direction, discretization, round(tilt, 6), log_tail, size, window_tail, thorough, lower, shared)
         if key not in self._composed_cache:
             d = discretization
+            staged = not (shared and self._can_share(groups, d)) and (
+                self._stages(groups, direction, d, tilt, thorough, size) is not None
+            )
             # The window's span in loss hardly depends on the grid: where an earlier composition
             # with this tilt and these cuts measured it, a grid too fine for `size` starts at the
             # width that fits instead of building steps of up to 2^24 cells for nothing (each
             # doubling below rebuilds them: 8-20 s per grid at sigma=0.33, q=2.8e-8, T=1.5e6).
             span = self._spans.get((direction, round(tilt, 6), log_tail, window_tail))
-            if span is not None:
+            # (Not where the composition goes in stages at this width: _stages has checked their windows.)
+            if not staged and span is not None:
                 d = max(d, 1.05 * span / size)
-            else:
+            elif not staged:
                 # Unmeasured: the window holds about 14 standard deviations of the composed loss (its
                 # tails e^-25), so a grid on which 2 of them exceed `size` points cannot hold it. (At
                 # sigma=0.538, q=0.0288, T=3.8e7 a delta query's new tilt asked for 1.9e-6, 2e10 points:
@@ -781,9 +786,7 @@ class PLDAccountant(Accountant):
         With ``shared`` (``_shared_labels``) on one grid: the blocks' round-off, charged entry by entry,
         would swamp the small differences that the shared labels are there to resolve.
         """
-        can_share = shared and d < _SHARED_GRID and all(
-            isinstance(spec, _Spec) and spec.kind in _SPLIT_KINDS for spec, _ in groups
-        )
+        can_share = shared and self._can_share(groups, d)
         staging = None if can_share else self._stages(groups, direction, d, tilt, thorough, size)
         if staging is None:
             steps = [self._step(spec, direction, d, log_tail, shared) for spec, _ in groups]
@@ -798,6 +801,11 @@ class PLDAccountant(Accountant):
         blocks, rest = divmod(count, block_steps)
         parts = [_core.pld.coarsen(block, ratio), _core.pld.coarsen(step, ratio)]
         return _core.pld.ComposedPld(parts, [float(blocks), float(rest)], tilt, size, window_tail, thorough, lower)
+
+    @staticmethod
+    def _can_share(groups: list[tuple[_Spec, int]], d: float) -> bool:
+        """Whether every step can build shared labels on grid ``d`` (the monotone pairs, finer than _SHARED_GRID)."""
+        return d < _SHARED_GRID and all(isinstance(spec, _Spec) and spec.kind in _SPLIT_KINDS for spec, _ in groups)
 
     def _near_normal(self, groups: list[tuple[_Spec, int]], direction: str) -> bool:
         """Whether the composed loss's skewness and excess kurtosis (from the coarse steps' cumulants) are
@@ -857,12 +865,20 @@ class PLDAccountant(Accountant):
         if not self._near_normal(groups, direction):
             return None
         total = count * self._coarse_cumulants(spec, direction)[0]
-        # (Not where one grid would not fit in ``size`` either: the caller coarsens that one first,
-        # and stages at the requested width would be finer than the answer it gets, and slower.)
         window = 16.0 * math.sqrt(total)
         coarse = self._coarse(spec, direction)
-        if not _STAGE_FROM <= window / d <= size:
+        if window / d < _STAGE_FROM:
             return None
+        if window / d > size:
+            # One grid would not fit: stages at the requested width, with r chosen so that both of their
+            # windows fit within _STAGE_BEYOND points at the least FFT cost; elsewhere the caller
+            # coarsens the one grid first. (sigma=4.41, q=0.5, T=7.1e7, delta(4.6e5): the one grid,
+            # coarsened 230x to fit and staged there, left delta 88 % wide.)
+            found = _beyond_ratio(d, count, self._coarse_cumulants(spec, direction)[0],
+                                  coarse.log_upper.size * float(coarse.discretization), min(_STAGE_BEYOND, size))
+            if found is None:
+                return None
+            ratio = found
         if coarse.log_upper.size * float(coarse.discretization) > _STAGE_SUPPORT * window:
             return None
         return 4 * ratio * ratio, ratio
@@ -1026,6 +1042,25 @@ class PLDAccountant(Accountant):
             for spec, _ in groups
         )
         return max(width, widest / (_MAX_CELLS / 4), _MIN_DISCRETIZATION)
+
+    def _log_delta_slope(self, groups: list[tuple[_Spec, int]], direction: str, epsilon: float, slope: float) -> float:
+        """How fast -log delta grows with epsilon near ``epsilon``, for the Chernoff slope ``slope``.
+
+        ``slope + 1`` in general (the Q-side rate, at least the P-side one). Near the Gaussian limit
+        (``_near_gaussian``), with V the composed loss's variance, a mu-GDP pair (mu^2 = V, Dong, Roth
+        and Su 2019, arXiv:1905.02383, Corollary 2.13) has delta = Phi(-a) - e^eps Phi(-a - mu),
+        a = eps / mu - mu / 2, whose log falls at e^eps Phi(-a - mu) / delta, about (a + 1 / a) / mu
+        for a >= 1 and 0.8 / mu near a = 0, while the Chernoff slope is a / mu: ``slope + 1 / sqrt(V)``
+        covers both. Where V is large that is far below ``slope + 1`` (sigma=2.21, q=0.63, T=2.2e6,
+        delta(9.4e4): slope 0.03, sqrt(V) = 430), and the grids were aimed 30x too strictly.
+        """
+        if slope > 0.0 and math.isfinite(slope) and 0.0 < epsilon < math.inf:
+            cumulants = [(c, self._coarse_cumulants(spec, direction)) for spec, c in groups]
+            variance = sum(c * k[0] for c, k in cumulants)
+            top = sum(c * float(self._coarse_parts(spec, direction)[1].max(initial=0.0)) for spec, c in groups)
+            if variance > 1.0 and self._near_gaussian(cumulants, variance, epsilon, top):
+                return slope + 1.0 / math.sqrt(variance)
+        return max(slope, 0.0) + 1.0
 
     @staticmethod
     def _near_gaussian(
@@ -1260,6 +1295,33 @@ class PLDAccountant(Accountant):
             self._probe(composed)
         lo, up, _ = composed.epsilon_bounds(delta)
         return max(lower, lo), min(upper, up)
+
+    def _split_delta_pass(
+        self, groups: list[tuple[_Spec, int]], direction: str, epsilon: float, lower: float, upper: float,
+        slope: float,
+    ) -> tuple[float, float, float | None]:
+        """A delta query's split pass with the fine width at most the allowed epsilon error (as
+        ``_split_last_try``): that error is the accuracy over ``slope + 1``, the rate at which log delta
+        falls. Tried only where the step's losses fit in _LAST_TRY_SIZE cells of the rare grid.
+
+        Returns the bounds intersected with ``[lower, upper]`` (certified) and the slope lambda measured on
+        this composition's upper bounds half an e-fold of delta further (None where they say nothing).
+        """
+        allowed = self._relative_accuracy / (max(slope, 0.0) + 1.0)
+        span = float(self._coarse(groups[0][0], direction).max_abs_loss)
+        if span / (4.0 * allowed) > _LAST_TRY_SIZE:
+            return lower, upper, None
+        estimate = math.sqrt(lower * upper) if lower > 0.0 else 0.1 * upper
+        try:
+            composed = self._split_composed(
+                groups, direction, epsilon, estimate, refine=True, allowed=allowed, width_cap=allowed,
+                max_size=_LAST_TRY_SIZE,
+            )
+        except ValueError:
+            return lower, upper, None
+        lo, up = (float(x[0]) for x in composed.delta_bounds(np.array([epsilon])))
+        measured = _measured_slope(composed, epsilon, up, 0.5 / (max(slope, 0.0) + 1.0))
+        return max(lower, lo), min(upper, up), measured
 
     def _split_delta(
         self, groups: list[tuple[_Spec, int]], direction: str, epsilon: float, estimate: float, allowed: float,
@@ -1576,8 +1638,8 @@ class PLDAccountant(Accountant):
             # see _minimise) says nothing about the grid, which then stays at the old rule's.
             guide = _Guide(guide.value, min(guide.slope, 1e4))
         tilt = self._tilt(guide.slope, guide.value)
-        # log delta has slope ~ -(lambda + 1) in epsilon: a relative delta error r is an epsilon error r / (lambda + 1).
-        allowed = self._relative_accuracy / (guide.slope + 1.0)
+        # A relative delta error r is an epsilon error r / (the slope of -log delta in epsilon).
+        allowed = self._relative_accuracy / self._log_delta_slope(groups, direction, epsilon, guide.slope)
         # A grid coarser than a quarter of epsilon cannot tell losses below epsilon from those
         # above (at tiny q every loss is ~q: sigma=1, q=1e-6, T=2, delta(2.8e-5) was [0, 3.6e-7]
         # with cells of 5e-4 in the add direction; the true value is ~1e-9).
@@ -1603,6 +1665,8 @@ class PLDAccountant(Accountant):
         discretization = self._grid(groups, direction, allowed, epsilon, cap=cap)
         best_lower, best_upper = 0.0, 1.0
         split = self._split_applies(groups)
+        # (The split composition's kinds at a small rate with more hits than _split_applies takes: a last pass.)
+        split_kinds = not split and self._split_kinds_apply(groups)
         if split and groups[0][0].sampling_probability <= _SPLIT_FIRST_RATE:
             best_lower, best_upper = self._split_delta(groups, direction, epsilon, guide.value, allowed)
             split = False
@@ -1615,11 +1679,12 @@ class PLDAccountant(Accountant):
             # for 2.4 % instead of 10 %; beyond _TV_SIZE points the interval stays wider.
             effort = _TV_SIZE
         if self._discretization is None and epsilon > 0.0:
+            alone = None
             if irrelevant_below > 0.0 and self._probe is None:
                 # As in an epsilon query: the upper masses alone first, the labels only if this
                 # direction's delta may reach the other's lower bound.
                 alone = self._composed(groups, direction, discretization, tilt, lower=False)
-                up = float(alone.delta_bounds(np.array([epsilon]))[1][0])
+                up = alone_up = float(alone.delta_bounds(np.array([epsilon]))[1][0])
                 if up <= irrelevant_below:
                     return best_lower, min(best_upper, up)
                 if split:
@@ -1631,7 +1696,14 @@ class PLDAccountant(Accountant):
                     met_here = best_upper - best_lower <= self._relative_accuracy * best_upper
                     if best_upper <= irrelevant_below or met_here:
                         return best_lower, best_upper
-            composed = self._composed(groups, direction, discretization, tilt)  # (cached for the loop below)
+            if alone is not None and min(alone_up, best_upper) > _FLOORED * irrelevant_below:
+                # Far above the other direction's lower bound: the labels on this grid and tilt cannot
+                # lift this direction's lower bound to it, and the search below measures its slope on the
+                # upper masses alone (sigma=0.644, q=7e-6, T=5.6e7, delta(1.64)'s add direction: 1.3e-9
+                # against 4.3e-13, then ~1e-23 from the search; the labelled grid cost 0.3 s).
+                composed = alone
+            else:
+                composed = self._composed(groups, direction, discretization, tilt)  # (cached for the loop below)
             lo, up = (float(x[0]) for x in composed.delta_bounds(np.array([epsilon])))
             best_lower, best_upper = max(best_lower, lo), min(best_upper, up)
             if best_upper - best_lower <= self._relative_accuracy * best_upper or best_upper <= irrelevant_below:
@@ -1654,11 +1726,36 @@ class PLDAccountant(Accountant):
                 if best_upper - best_lower <= self._relative_accuracy * best_upper or best_upper <= irrelevant_below:
                     return best_lower, best_upper
             slope = guide.slope if measured is None else measured
+            if split_kinds and 0.0 < best_upper < 1.0 and not best_upper <= 2.0 * best_lower:
+                # Many hits at a small rate (beyond the split composition's usual range) and the first grid far
+                # off: split passes before the search, the second aimed at the slope the first one measured
+                # (sigma=0.7, q=1e-5, T=1.2e7, delta(0.807) ~ 1e-12: the search's four grids, 1.8 s, left it
+                # 2.4x wide; one split pass after them gave 0.24 %).
+                aimed = max(slope, guide.slope)
+                for _pass in range(2):
+                    best_lower, best_upper, found = self._split_delta_pass(
+                        groups, direction, epsilon, best_lower, best_upper, aimed
+                    )
+                    if best_upper - best_lower <= self._relative_accuracy * best_upper or best_upper <= irrelevant_below:
+                        return best_lower, best_upper
+                    if found is None or 2.0 / 3.0 <= found / max(aimed, 1e-12) <= 1.5:
+                        break
+                    aimed = found
+                split_kinds = False
             searched = self._delta_by_epsilon_search(
                 groups, direction, epsilon, best_lower, best_upper, slope, irrelevant_below
             )
             if searched[2]:
                 return searched[0], searched[1]
+            if split_kinds and searched[0] > 0.0:
+                # Many hits at a small rate, beyond the split composition's usual range (as in an epsilon
+                # query's last pass): one split pass at the epsilon error the search's slope allows,
+                # before the whole grids below (sigma=0.644, q=7e-6, T=5.6e7, delta(1.64): the search
+                # left [3.50e-13, 4.95e-13], and four more grids, 1.9 s, did not narrow it).
+                lo, up, _ = self._split_delta_pass(groups, direction, epsilon, searched[0], searched[1], searched[3])
+                searched = (lo, up, False, searched[3])
+                if searched[1] - searched[0] <= self._relative_accuracy * searched[1] or searched[1] <= irrelevant_below:
+                    return searched[0], searched[1]
             if searched[1] - searched[0] <= _SEARCH_CLOSE * self._relative_accuracy * searched[1]:
                 # (sigma=0.5, q=1e-7, T=1e7, delta(0.008): [1.092e-6, 1.119e-6] from the search, then
                 # 21 s of refinements that did not narrow it.)
@@ -1672,7 +1769,7 @@ class PLDAccountant(Accountant):
             best_lower, best_upper = 0.0, 1.0
             effort = _FALLBACK_SIZE
         else:
-            searched = (0.0, 1.0, False)
+            searched = (0.0, 1.0, False, 0.0)
         cap = self._max_size if effort is None else min(effort, self._max_size)  # the loop's largest FFT
 
         own_relative = 1.0  # the last grid's own gap, relative to its upper bound
@@ -1723,7 +1820,7 @@ class PLDAccountant(Accountant):
                     if measured > 1.25 * tilt:
                         retilted = 1
                         tilt = measured
-                        allowed = self._relative_accuracy / (slope + 1.0)
+                        allowed = self._relative_accuracy / self._log_delta_slope(groups, direction, epsilon, slope)
                         # (No finer than this grid's size allows within the effort: a stronger tilt only
                         # widens the window. sigma=0.644, q=7e-6, T=5.6e7 had asked for 8.3e-7 under a
                         # cap of 2^20 points, and built steps of 1.1e7 cells to find that out.)
@@ -1780,14 +1877,15 @@ class PLDAccountant(Accountant):
     def _delta_by_epsilon_search(
         self, groups: list[tuple[_Spec, int]], direction: str, epsilon: float, lower: float, upper: float,
         slope: float, irrelevant_below: float,
-    ) -> tuple[float, float, bool]:
+    ) -> tuple[float, float, bool, float]:
         """Delta bounds at ``epsilon`` from the compositions of an epsilon search at delta ~ delta(epsilon).
 
-        log delta falls with slope ``lambda + 1`` in epsilon, so a relative delta accuracy ``r``
-        is an epsilon accuracy ``r / ((lambda + 1) epsilon)``: the search runs at that accuracy
+        log delta falls with slope ``f`` (``_log_delta_slope``) in epsilon, so a relative delta accuracy ``r``
+        is an epsilon accuracy ``r / (f epsilon)``: the search runs at that accuracy
         (kept within [2e-5, 0.05]) for the delta inside ``[lower, upper]``, and a
         :class:`_DeltaProbe` keeps the delta bounds of every composition it builds. At most two
-        rounds, the second aimed at the first one's interval. Returns (lower, upper, met).
+        rounds, the second aimed at the first one's interval. Returns (lower, upper, met, the slope
+        lambda measured on the best composition, or the last one aimed at).
         """
         probe = _DeltaProbe(epsilon, self._relative_accuracy, lower, upper, irrelevant_below)
         accuracy = self._relative_accuracy
@@ -1806,7 +1904,8 @@ class PLDAccountant(Accountant):
                 if not (estimate < 0.5 * aimed or slope > 2.0 * aimed_slope or slope < 0.5 * aimed_slope):
                     break
             aimed, aimed_slope = estimate, slope
-            self._relative_accuracy = min(max(accuracy / ((slope + 1.0) * epsilon), 2e-5), 0.05)
+            falls = self._log_delta_slope(groups, direction, epsilon, slope)
+            self._relative_accuracy = min(max(accuracy / (falls * epsilon), 2e-5), 0.05)
             self._probe = probe
             self._coarse_tail = max(10.0 * math.floor(self._query_tail(groups, estimate) / 10.0), _LOG_TAIL)
             try:
@@ -1819,7 +1918,8 @@ class PLDAccountant(Accountant):
                 self._coarse_tail = _LOG_TAIL
             if probe.met():
                 break
-        return probe.lower, probe.upper, probe.met()
+        measured = probe.slope()
+        return probe.lower, probe.upper, probe.met(), measured if measured is not None else aimed_slope
 
     def get_delta(self, epsilon: ArrayLike) -> float | NDArray[np.float64]:
         """A certified upper bound on delta(epsilon); see :meth:`delta_bounds`."""
@@ -2005,6 +2105,18 @@ class PLDAccountant(Accountant):
                     if math.isfinite(fine.value) and fine.slope > 0.0:
                         slope = fine.slope
                     continue  # judged as a first grid (no "stopped paying" test)
+                # Where the grid is already fine enough for what is known, the tilt may still be the coarse
+                # guide's: aimed again from this grid's own steps where their slope differs by more than half
+                # (sigma=0.7, q=1e-5, T=1e8, delta=1e-13, the add direction: slope 5.5 against 28.6 on the
+                # grid's steps; its upper bound stayed at 2.48, where the other direction's is 1.89).
+                # (Not where the split composition applies: it follows where the grids miss, and these grids
+                # cost more than it: sigma=0.61, q=2.3e-7, T=1.8e7, delta=1.7e-6, the add direction, 1.2 s more.)
+                fine = self._fine_guide(groups, direction, delta, discretization)
+                retilt = not self._split_applies(groups) and math.isfinite(fine.value) and fine.slope > 0.0
+                if retilt and not 2.0 / 3.0 <= fine.slope / slope <= 1.5:
+                    reaims += 1
+                    aim, slope = known, fine.slope
+                    continue
             if refinement > 0 and gap > 0.7 * previous_gap:  # the grid no longer limits the gap
                 # (Not once the split composition has run: its interval, not round-off, makes the grids look stalled.)
                 if thorough or just_split or self._relative_accuracy >= _THOROUGH_BELOW or self._probe is not None:
@@ -2102,6 +2214,7 @@ _SPLIT_MAX_HITS = 100.0  # try the split composition first when T q is at most t
 _SPLIT_MAX_RATE = 1e-4  # ... and q at most this (above it the whole-grid composer is tight and faster)
 _SPLIT_FIRST_RATE = 1e-6  # at or below this rate it goes first; above, only when the whole grid misses its target
 _SPLIT_FIRST_HITS = 2.0  # ... and only with fewer expected hits than this (more: the whole grid first)
+_FLOORED = 1e3  # a delta query's direction whose first upper bound is this far above the other's lower: no labels there
 _SPLIT_RARE = 3.0  # expected number of rare steps the cut aims at
 _TV_SIZE = 2**21  # the largest whole grid of a delta query at epsilon = 0 (total variation)
 _TV_STEP_CELLS = 2**16  # ... whose first grid resolves one step's spread with at most this many cells per step
@@ -2326,6 +2439,37 @@ def _split_stages(small: Any, g_count: float, ratio: int, tilt: float) -> tuple[
     if abs(g_count * third) > _STAGE_SHAPE * total**1.5 or abs(g_count * fourth) > _STAGE_SHAPE * total**2:
         return 0, 1
     return 4 * r * r, r
+
+
+def _beyond_ratio(d: float, count: int, variance: float, support: float, limit: int) -> int | None:
+    """The coarsening ratio r (blocks of B = 4 r^2 steps) of stages at width ``d`` whose two FFTs cost least,
+    or None where some window exceeds ``limit`` points for every r >= 4 with B <= ``count``.
+
+    A block's window holds its tilted tails at e^-60 (about 23 of its standard deviations, ``2 r sqrt(variance)``)
+    and one step's ``support``; the final one about 16 of the composed loss's standard deviations on the grid r
+    times as wide (``PLDAccountant._stages``); the fine grid is ``d / sqrt(1.25)`` (``_compose_on_grid``). An FFT
+    costs its size, the next power of two: the block's grows with r and the final one's shrinks, so for each
+    size of the block the largest r that keeps it is the best, and those few r are compared.
+    """
+    fine = d / math.sqrt(1.25)
+    per_ratio = 46.0 * math.sqrt(variance) / fine  # the block's window per unit of r
+    final_points = 16.0 * math.sqrt(count * variance) / fine  # the final window times r
+    low = max(4, math.ceil(final_points / limit))
+    high = min(math.floor((limit - support / fine) / per_ratio), math.floor(math.sqrt(count / 4.0)))
+    if not per_ratio > 0.0 or low > high:
+        return None
+
+    def cost(r: int) -> float:
+        return sum(2.0 ** math.ceil(math.log2(max(w, 2.0))) for w in (r * per_ratio + support / fine, final_points / r))
+
+    candidates = {high}
+    size = 2.0
+    while size < limit:
+        size *= 2.0
+        r = math.floor((size - support / fine) / per_ratio)
+        if low <= r <= high:
+            candidates.add(r)
+    return min(sorted(candidates), key=cost)
 
 
 def _binomial_tail_count(steps: float, rate: float, allowed: float) -> int:
