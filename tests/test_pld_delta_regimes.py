@@ -157,3 +157,16 @@ def test_many_hits_epsilon_query_retilts_from_the_grids_steps() -> None:
     assert upper - lower <= 0.01 * upper
     rdp = float(RDPAccountant().step(noise_multiplier=sigma, sampling_probability=q, count=count).get_epsilon(delta))
     assert lower <= rdp
+
+
+def test_many_hits_tiny_delta_last_split_pass_widens_its_range() -> None:
+    """sigma = 0.692, q = 4.16e-6, T = 3.55e7 (148 expected hits), delta = 1.28e-15 (a fresh-seed sweep query):
+    the epsilon query's last split pass, with its M's tilt range capped at e^45, left [1.0634, 1.0782] (1.4 %);
+    a second pass at e^58 gives [1.07634, 1.07765] (0.12 %). Certified: within Renyi DP's epsilon."""
+    sigma, q, count, delta = 0.692, 4.16e-6, 35_511_511, 1.28e-15
+    lower, upper = PLDAccountant().step(noise_multiplier=sigma, sampling_probability=q, count=count).epsilon_bounds(
+        delta
+    )
+    assert upper - lower <= 0.01 * upper
+    rdp = float(RDPAccountant().step(noise_multiplier=sigma, sampling_probability=q, count=count).get_epsilon(delta))
+    assert lower <= upper <= rdp

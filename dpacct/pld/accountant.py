@@ -145,6 +145,8 @@ _STAGE_SHAPE = 0.5  # ... and only where the composed loss's skewness and excess
 _STAGE_SUPPORT = 0.1
 _STAGE_TILT = 50.0  # ... and tilts at most this (PLDAccountant._stages)
 _SPLIT_STAGE_TILT = 5000.0  # ... and for the split composition's G, its tilts at most this (_split_stages)
+_SPLIT_RANGE = 45.0  # the split composition's M: the most e-folds its tilt may give the far rare losses ...
+_SPLIT_RANGE_WIDE = 60.0  # ... and in an epsilon query's last pass where the first one missed
 # One-grid compositions take the shared labels (step.hpp) as well where T x tilt x _MASS_WIDTH exceeds
 # _SHARED_FROM: near the Gaussian limit the best test's delta is about 1/lambda of the masses it compares,
 # and the cells' mass intervals (~_MASS_WIDTH relative each) cost about T times theirs of those masses. At
@@ -1121,13 +1123,14 @@ class PLDAccountant(Accountant):
     def _split_composed(
         self, groups: list[tuple[_Spec, int]], direction: str, epsilon: float, delta: float,
         refine: bool = False, allowed: float | None = None, width_cap: float | None = None,
-        max_size: int | None = None,
+        max_size: int | None = None, range_cap: float = _SPLIT_RANGE,
     ) -> Any:
         """A SplitComposedPld tuned for a query near ``(epsilon, delta)`` (see ``pld/split.hpp``).
 
         With ``refine`` the fine grid is chosen from the spread the discretisation adds to the
         small part (``_refine_split``); without it from the older rule (cheap: for first passes
-        whose only job is to find where epsilon lies).
+        whose only job is to find where epsilon lies). ``range_cap``: the most e-folds M's tilt may
+        give its far rare losses (see below).
         """
         spec, count = groups[0]
         steps = float(count)
@@ -1171,10 +1174,10 @@ class PLDAccountant(Accountant):
         rare_top = float(np.max(np.abs((rare.upper_low + np.arange(rare.log_upper.size)) * coarse)))
         # M's tilt lifts the queried delta over M's round-off but multiplies its far rare losses
         # by e^{rare_tilt rare_top}: that range is kept to e^30 at delta >= 1e-8 and widened to
-        # e^45 for the tiniest deltas (measured on bench/pld_regimes.py: sigma=0.8, q=1e-4,
-        # T=1e4, delta(2) ~ 1.3e-17 is 64 % wide at e^30 and 1.9 % at e^45, while sigma=0.5,
-        # q=1e-7, T=1e7 at delta=1e-6 goes from 0.47 % to 0.59 %).
-        dynamic_range = min(max(1.7 * math.log(1.0 / delta), 30.0), 45.0)
+        # e^45 (``range_cap``) for the tiniest deltas (measured on bench/pld_regimes.py: sigma=0.8,
+        # q=1e-4, T=1e4, delta(2) ~ 1.3e-17 is 64 % wide at e^30 and 1.9 % at e^45 (0.55 % now, 1.4 %
+        # at e^60), while sigma=0.5, q=1e-7, T=1e7 at delta=1e-6 goes from 0.47 % to 0.59 %).
+        dynamic_range = min(max(1.7 * math.log(1.0 / delta), 30.0), range_cap)
         rare_tilt = min(tilt, dynamic_range / max(rare_top, 1e-12))
         size = self._max_size if max_size is None else min(max_size, self._max_size)
         block_steps, g_ratio = _split_stages(small, steps - min(rare_max, steps), ratio, tilt)
@@ -1294,7 +1297,22 @@ class PLDAccountant(Accountant):
         if self._probe is not None:
             self._probe(composed)
         lo, up, _ = composed.epsilon_bounds(delta)
-        return max(lower, lo), min(upper, up)
+        lower, upper = max(lower, lo), min(upper, up)
+        if upper - lower > self._relative_accuracy * upper and 1.7 * math.log(1.0 / delta) > _SPLIT_RANGE:
+            # Still wide at a delta whose range the cap limited: once more with M's range widened (sigma=0.692,
+            # q=4.2e-6, T=3.6e7, delta=1.3e-15: [1.0634, 1.0782] at e^45, [1.07629, 1.07763] at e^58).
+            try:
+                composed = self._split_composed(
+                    groups, direction, upper, delta, refine=True, allowed=allowed, width_cap=allowed,
+                    max_size=_LAST_TRY_SIZE, range_cap=_SPLIT_RANGE_WIDE,
+                )
+            except ValueError:
+                return lower, upper
+            if self._probe is not None:
+                self._probe(composed)
+            lo, up, _ = composed.epsilon_bounds(delta)
+            lower, upper = max(lower, lo), min(upper, up)
+        return lower, upper
 
     def _split_delta_pass(
         self, groups: list[tuple[_Spec, int]], direction: str, epsilon: float, lower: float, upper: float,
