@@ -355,6 +355,61 @@ def _log_cell_masses(edges: NDArray[np.float64], mean: float, sigma: float) -> t
     return out, err
 
 
+_LINE_CELLS = 2**15  # cells of the line for the Chernoff bound of a subsampled Gaussian (_gaussian_chernoff)
+_LINE_REACH = 40.0  # ... over this many standard deviations around the two means
+
+
+def _gaussian_log_mgf(sigma: float, q: float, direction: str, slopes: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Upper bounds on log E_P[e^{lambda L}] for one Poisson-subsampled Gaussian step (sensitivity 1), lambda >= 0.
+
+    ``remove``: P = (1 - q) N(0, s^2) + q N(1, s^2) and L(x) = log(1 - q + q e^{z}), z = (2x - 1) / (2 s^2),
+    increasing in x; ``add``: P = N(0, s^2) and L = -log(1 - q + q e^{z}), decreasing. The line is cut
+    into cells whose N-masses come with error bounds (``_log_cell_masses``), and each cell takes the
+    largest e^{lambda L} on it, at the edge where L is largest: for ``add`` the first cell takes the
+    supremum -log(1 - q); for ``remove`` the last, unbounded cell is integrated in closed form with
+    1 - q + q e^z <= e^z there (z > 0): E[e^{lambda z}; x > e] for a normal x. Computed from the densities,
+    not from a loss grid, whose cells round each loss up to a whole cell: where the losses are ~q (tiny
+    rates) that leaves the coarse steps' bound (``PLDAccountant._chernoff_upper``) at about 1. The sums are
+    inflated for their rounding (n + 8 terms, each within a few units in the last place).
+    """
+    from scipy.special import log_ndtr
+
+    reach = _LINE_REACH * sigma
+    edges = np.linspace(-reach, 1.0 + reach, _LINE_CELLS + 1)
+    z = (2.0 * edges - 1.0) / (2.0 * sigma * sigma)
+    # The remove loss at each edge, log(e^{log(1-q)} + e^{log q + z}) (no overflow), taken up for its rounding
+    # (a few units of the operands, ~q near z = 0, where the result itself is far smaller).
+    with np.errstate(divide="ignore"):
+        loss_at = np.logaddexp(math.log1p(-q) if q < 1.0 else -math.inf, math.log(q) + z)
+    loss_at = loss_at + 8.0 * _UNIT * (np.abs(loss_at) + q)
+    if direction == "remove":
+        tops = loss_at  # cell i = (e_{i-1}, e_i] (cell 0 unbounded below) at its right edge; the last cell apart
+        components = [(1.0 - q, 0.0), (q, 1.0)]
+    else:
+        tops = np.concatenate([[-math.log1p(-q) if q < 1.0 else math.inf], -loss_at + 16.0 * _UNIT * (np.abs(loss_at) + q)])
+        components = [(1.0, 0.0)]
+    masses = [(weight, mean, *_log_cell_masses(edges, mean, sigma)) for weight, mean in components if weight > 0.0]
+    out = np.empty(slopes.size)
+    for k, slope in enumerate(slopes):
+        logs = []
+        for weight, mean, log_mass, err in masses:
+            cells = log_mass + err
+            terms = (cells[:-1] if direction == "remove" else cells) + slope * tops
+            top = float(np.max(terms))
+            logs.append(math.log(weight) + top + math.log(float(np.exp(terms - top).sum())))
+            if direction == "remove":
+                # x > e_n: (1 - q + q e^z) e^{-z} falls in z, so (1 - q + q e^z)^lambda <= e^{lambda (L(e_n) - z_n)} e^{lambda z};
+                # lambda z = a x - lambda / (2 s^2) with a = lambda / s^2, and for x ~ N(m, s^2)
+                # E[e^{a x}; x > e] = e^{a m + a^2 s^2 / 2} P(N(0, 1) > (e - m - a s^2) / s).
+                a = slope / (sigma * sigma)
+                tail = float(log_ndtr(-(edges[-1] - mean - a * sigma * sigma) / sigma))
+                value = (slope * (float(loss_at[-1]) - float(z[-1])) - slope / (2.0 * sigma * sigma) + a * mean
+                         + 0.5 * (a * sigma) ** 2 + tail)
+                logs.append(math.log(weight) + value + 8.0 * _UNIT * (1.0 + abs(tail) + abs(value)))
+        out[k] = float(np.logaddexp.reduce(np.array(logs))) + 4.0 * _UNIT * (edges.size + 8.0)
+    return out
+
+
 def _mixture_pair_step(sigma: float, means_p: tuple[float, ...], weights_p: tuple[float, ...],
                        means_q: tuple[float, ...], weights_q: tuple[float, ...], direction: str, d: float) -> Any:
     """Lower-bound step of ``(sum w_i N(m_i), sum w'_i N(m'_i))`` (swapped for "add") from cells of the line.
@@ -946,6 +1001,35 @@ class PLDAccountant(Accountant):
         cumulant = _estimated_cumulant_of([(count, _power_sum_part(step)) for count, step in steps], exact)
         return _minimise(lambda s: (cumulant(s) - math.log(delta)) / s, _GUIDE_SLOPE)
 
+    def _gaussian_chernoff(self, groups: list[tuple[_Spec, int]], direction: str, epsilon: float) -> float:
+        """A certified upper bound on delta(epsilon) of Poisson-subsampled Gaussian steps, from their exact
+        moment generating functions (``_gaussian_log_mgf``): (1 - e^{eps - L})_+ <= e^{lambda (L - eps)}, so
+        delta <= exp(sum_t log E[e^{lambda L_t}] - lambda eps) for every lambda >= 0, minimised over a
+        geometric set of slopes. 1 where another kind is in the history.
+
+        At tiny rates it sees what the coarse steps cannot: sigma=0.578, q=2e-8, T=8.5e6, the add direction
+        at epsilon = 0.0194, where each loss is at most -log(1 - q) ~ 2e-8 and their sum exceeds epsilon
+        only by a large deviation (the coarse bound 0.52; the grids and the epsilon search took 14 s for
+        1.7e-13; this bound is far below that).
+        """
+        if not all(isinstance(spec, _Spec) and spec.kind == "gaussian" for spec, _ in groups):
+            return 1.0
+        slopes = np.geomspace(1e-3, 1e9, 25)
+        logs = np.zeros(slopes.size)
+        parts = [(float(spec.parameters[0]), spec.sampling_probability, float(count)) for spec, count in groups]
+        for sigma, q, count in parts:
+            logs += count * _gaussian_log_mgf(sigma, q, direction, slopes)
+        values = logs - slopes * epsilon
+        best = int(np.argmin(values))
+        fine = np.geomspace(slopes[max(best - 1, 0)], slopes[min(best + 1, slopes.size - 1)], 9)
+        fine_logs = np.zeros(fine.size)
+        for sigma, q, count in parts:
+            fine_logs += count * _gaussian_log_mgf(sigma, q, direction, fine)
+        value = min(float(values[best]), float(np.min(fine_logs - fine * epsilon)))
+        # (The products count x log M carry their own rounding: a relative 4 u, with the margin above.)
+        value += 4.0 * _UNIT * (abs(value) + sum(count for _, _, count in parts))
+        return min(1.0, math.exp(min(value, 0.0)))
+
     def _chernoff_upper(self, groups: list[tuple[_Spec, int]], direction: str, epsilon: float) -> float:
         """A certified upper bound on delta(epsilon) from the coarse steps.
 
@@ -1298,9 +1382,13 @@ class PLDAccountant(Accountant):
             self._probe(composed)
         lo, up, _ = composed.epsilon_bounds(delta)
         lower, upper = max(lower, lo), min(upper, up)
-        if upper - lower > self._relative_accuracy * upper and 1.7 * math.log(1.0 / delta) > _SPLIT_RANGE:
+        if (
+            upper - lower > self._relative_accuracy * upper and 1.7 * math.log(1.0 / delta) > _SPLIT_RANGE
+            and self._probe is None
+        ):
             # Still wide at a delta whose range the cap limited: once more with M's range widened (sigma=0.692,
-            # q=4.2e-6, T=3.6e7, delta=1.3e-15: [1.0634, 1.0782] at e^45, [1.07629, 1.07763] at e^58).
+            # q=4.2e-6, T=3.6e7, delta=1.3e-15: [1.0634, 1.0782] at e^45, [1.07629, 1.07763] at e^58). Not inside
+            # a delta query's search (sigma=2.47, q=8e-8, T=1.6e6, delta(2.5e-4): 1.3 s more for the same answer).
             try:
                 composed = self._split_composed(
                     groups, direction, upper, delta, refine=True, allowed=allowed, width_cap=allowed,
@@ -1486,13 +1574,15 @@ class PLDAccountant(Accountant):
         return best_lower, best_upper
 
     def _one_rare_delta(
-        self, groups: list[tuple[_Spec, int]], direction: str, epsilon: float, estimate: float
+        self, groups: list[tuple[_Spec, int]], direction: str, epsilon: float, estimate: float,
+        known: float = 1.0,
     ) -> tuple[float, float]:
         """Certified delta bounds at ``epsilon`` >= 0 from the composition with at most one rare step.
 
         Its charges are aimed at ``estimate``, and again at the bounds found where those are far
         smaller (an upper bound 60x the answer had left the charge at 3 % of delta: sigma=1.08,
-        q=3.7e-8, T=132, delta(5.6e-6)).
+        q=3.7e-8, T=132, delta(5.6e-6)). The band is made finer only while that may beat ``known``,
+        the relative width already certified by other means.
         """
         best_lower, best_upper = 0.0, 1.0
         aim = min(max(estimate, 1e-300), 0.5)
@@ -1502,7 +1592,7 @@ class PLDAccountant(Accountant):
         # comes from delta itself, and the coarser band serves (sigma=0.492, q=6.9e-8, T=9: 0.09 %).
         cells = _ONE_RARE_CELLS_DELTA if epsilon > 0.0 else _ONE_RARE_CELLS
         refined = False  # (at epsilon = 0, whether the band was made finer; see below)
-        for _attempt in range(_ONE_RARE_TV_ATTEMPTS if epsilon == 0.0 else 3):
+        for _attempt in range(_ONE_RARE_TV_ATTEMPTS if epsilon == 0.0 else 4):
             try:
                 composed = self._one_rare_composed(groups, direction, epsilon, aim, cells)
             except ValueError:
@@ -1527,11 +1617,16 @@ class PLDAccountant(Accountant):
                 aim = best_upper
             elif best_lower > 0.0 and aim > 2.0 * best_lower:
                 aim = best_lower
-            elif epsilon == 0.0 and best_lower > 0.0 and cells < _ONE_RARE_TV_FINEST:
-                # At epsilon = 0 the interval narrows about as the band's cells (sigma=0.331,
-                # q=2.75e-8, T=1.5e6: 5.8 %, 1.5 %, 0.48 % at 0.5, 2 and 8 cells per error).
+            elif (
+                best_lower > 0.0 and cells < (_ONE_RARE_TV_FINEST if epsilon == 0.0 else _ONE_RARE_DELTA_FINEST)
+                and (epsilon == 0.0 or (best_upper - best_lower) / best_upper < 4.0 * known)
+            ):
+                # The interval narrows about as the band's cells (sigma=0.331, q=2.75e-8, T=1.5e6, delta(0):
+                # 5.8 %, 1.5 %, 0.48 % at 0.5, 2 and 8 cells per error; sigma=0.578, q=2e-8, T=8.5e6,
+                # delta(0.0194): 3.1 %, 0.87 %, 0.34 % at 20, 80 and 320).
                 width = (best_upper - best_lower) / (self._relative_accuracy * best_upper)
-                cells = min(cells * min(max(1.5 * width, 2.0), 8.0), _ONE_RARE_TV_FINEST)
+                finest = _ONE_RARE_TV_FINEST if epsilon == 0.0 else _ONE_RARE_DELTA_FINEST
+                cells = min(cells * min(max(1.5 * width, 2.0), 8.0), finest)
                 refined = True
             else:
                 break
@@ -1611,6 +1706,17 @@ class PLDAccountant(Accountant):
         """Bounds for one direction; refinement stops once the upper bound is <= ``irrelevant_below``."""
         first_lower, first_upper = 0.0, 1.0
         first = self._one_rare_first(groups, direction, epsilon)
+        if not first and epsilon > 0.0 and self._one_rare_applies(groups):
+            # With at most about one expected hit at a small rate it is cheap, and often answers alone:
+            # before the grids, not only after them (sigma=0.578, q=2e-8, T=8.5e6, 0.17 hits, delta(0.0194):
+            # the grids and the epsilon search took 17 s and left [0, 6.9e-13]; this gives [1.8547e-14,
+            # 1.8610e-14]).
+            # (Only where a hit's losses reach far beyond q, as for going first: sigma=9.88, q=2.3e-8, T=7.6e6,
+            # delta(8.4e-6), whose losses stay within a few q, it took 1 s and left 11 % for the grids.)
+            spec, count = groups[0]
+            q = spec.sampling_probability
+            reach = float(self._coarse(spec, direction).max_abs_loss)
+            first = q <= _SPLIT_MAX_RATE and count * q <= _ONE_RARE_EARLY_HITS and reach >= _ONE_RARE_FIRST_SPAN * q
         if first:
             # (As in _epsilon_one_direction: it usually answers alone here, and fast.)
             guide = self._guide_delta(groups, direction, epsilon)
@@ -1630,7 +1736,8 @@ class PLDAccountant(Accountant):
             # Its charges are aimed at the known part of delta: the lower bound where there is one.
             # (Not again where it went first and its own lower bound is still about the best known:
             # it would be aimed where it was.)
-            lo, up = self._one_rare_delta(groups, direction, epsilon, lower if lower > 0.0 else upper)
+            known = (upper - lower) / upper if upper > 0.0 else 1.0
+            lo, up = self._one_rare_delta(groups, direction, epsilon, lower if lower > 0.0 else upper, known)
             lower, upper = max(lower, lo), min(upper, up)
         return lower, upper
 
@@ -1644,6 +1751,11 @@ class PLDAccountant(Accountant):
             # lower bound cannot change the maximum, nor one far below its upper bound the
             # interval's width: skip its (possibly huge, tilted) grid; its bound still counts.
             bound = self._chernoff_upper(groups, direction, epsilon)
+            if not (bound <= 0.5 * irrelevant_below or bound <= 1e-3 * other_upper) and all(
+                isinstance(spec, _Spec) and spec.sampling_probability <= _SPLIT_MAX_RATE for spec, _ in groups
+            ):
+                # At small rates the coarse steps' cells round the losses (~q) up: from the densities instead.
+                bound = min(bound, self._gaussian_chernoff(groups, direction, epsilon))
             if bound <= 0.5 * irrelevant_below or bound <= 1e-3 * other_upper:
                 return 0.0, bound
         if epsilon >= sum(c * _loss_ceiling(spec, direction) for spec, c in groups):
@@ -1765,15 +1877,27 @@ class PLDAccountant(Accountant):
             )
             if searched[2]:
                 return searched[0], searched[1]
+            # (Not where the split composition applies by default and ran before: with the search's slope, far
+            # steeper than the guide's, these passes halved the width at sigma=1.19, q=5.7e-8, T=4.8e7,
+            # delta(0.00242) ~ 4e-14, 35 % -> 17 %, but cost 0.5-1.2 s for nothing at sigma=9.88, q=2.3e-8,
+            # T=7.6e6 and sigma=1.06, q=3e-7, T=3.8e7.)
             if split_kinds and searched[0] > 0.0:
                 # Many hits at a small rate, beyond the split composition's usual range (as in an epsilon
-                # query's last pass): one split pass at the epsilon error the search's slope allows,
-                # before the whole grids below (sigma=0.644, q=7e-6, T=5.6e7, delta(1.64): the search
-                # left [3.50e-13, 4.95e-13], and four more grids, 1.9 s, did not narrow it).
-                lo, up, _ = self._split_delta_pass(groups, direction, epsilon, searched[0], searched[1], searched[3])
-                searched = (lo, up, False, searched[3])
-                if searched[1] - searched[0] <= self._relative_accuracy * searched[1] or searched[1] <= irrelevant_below:
-                    return searched[0], searched[1]
+                # query's last pass): split passes at the epsilon error the search's slope allows, the second
+                # at the slope the first measured, before the whole grids below (sigma=0.644, q=7e-6, T=5.6e7,
+                # delta(1.64): the search left [3.50e-13, 4.95e-13], and four more grids, 1.9 s, did not narrow it).
+                aimed = searched[3]
+                lower_now, upper_now = searched[0], searched[1]
+                for _pass in range(2):
+                    lower_now, upper_now, found = self._split_delta_pass(
+                        groups, direction, epsilon, lower_now, upper_now, aimed
+                    )
+                    if upper_now - lower_now <= self._relative_accuracy * upper_now or upper_now <= irrelevant_below:
+                        return lower_now, upper_now
+                    if found is None or 2.0 / 3.0 <= found / max(aimed, 1e-12) <= 1.5:
+                        break
+                    aimed = found
+                searched = (lower_now, upper_now, False, aimed)
             if searched[1] - searched[0] <= _SEARCH_CLOSE * self._relative_accuracy * searched[1]:
                 # (sigma=0.5, q=1e-7, T=1e7, delta(0.008): [1.092e-6, 1.119e-6] from the search, then
                 # 21 s of refinements that did not narrow it.)
@@ -2129,9 +2253,10 @@ class PLDAccountant(Accountant):
                 # grid's steps; its upper bound stayed at 2.48, where the other direction's is 1.89).
                 # (Not where the split composition applies: it follows where the grids miss, and these grids
                 # cost more than it: sigma=0.61, q=2.3e-7, T=1.8e7, delta=1.7e-6, the add direction, 1.2 s more.)
-                fine = self._fine_guide(groups, direction, delta, discretization)
-                retilt = not self._split_applies(groups) and math.isfinite(fine.value) and fine.slope > 0.0
-                if retilt and not 2.0 / 3.0 <= fine.slope / slope <= 1.5:
+                fine = _Guide(math.inf, 0.0) if self._split_applies(groups) else self._fine_guide(
+                    groups, direction, delta, discretization
+                )
+                if math.isfinite(fine.value) and fine.slope > 0.0 and not 2.0 / 3.0 <= fine.slope / slope <= 1.5:
                     reaims += 1
                     aim, slope = known, fine.slope
                     continue
@@ -2248,6 +2373,8 @@ _ONE_RARE_FINER = 4.0  # an epsilon query's band this many times as fine once it
 _ONE_RARE_FINER_MISS = 4.0  # ... where the interval is at most this many times the target
 _ONE_RARE_TV_FINEST = 256.0  # the finest band of a delta(0) query, in cells per allowed error
 _ONE_RARE_TV_ATTEMPTS = 6  # ... and its most compositions (coarser bands where one does not fit, re-aims, finer ones)
+_ONE_RARE_DELTA_FINEST = 320.0  # ... and of a delta query at epsilon > 0
+_ONE_RARE_EARLY_HITS = 1.0  # a delta query tries it before the grids with at most this many expected hits
 _ONE_RARE_TILT = 1.0  # the band's tilt, times its saddle point at epsilon
 _ONE_RARE_FIRST_HITS = 0.01  # it goes first at q <= _SPLIT_MAX_RATE with at most this many expected hits
 _ONE_RARE_TV_FIRST_HITS = 0.3  # ... and in a delta(0) query with at most this many
