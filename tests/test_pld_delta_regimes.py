@@ -62,11 +62,12 @@ def test_log_delta_slope_covers_the_gaussian_limit(sigma: float, count: int, qua
     assert true <= rate <= 1.5 * true, (true, rate, guide.slope)
 
 
-def test_log_delta_slope_is_the_old_one_away_from_the_gaussian_limit() -> None:
-    """Few steps (the composed loss far from normal): the Chernoff slope plus one, as before."""
-    acct = PLDAccountant().step(noise_multiplier=1.0, sampling_probability=1e-3, count=3)
-    groups = acct._groups()
-    assert acct._log_delta_slope(groups, "remove", 0.5, 7.0) == 8.0
+@pytest.mark.parametrize("sigma, q, count", [(1.0, 1e-3, 3), (0.3, 1e-4, 10**5)])
+def test_log_delta_slope_is_the_old_one_away_from_the_gaussian_limit(sigma: float, q: float, count: int) -> None:
+    """Away from the Gaussian limit: the Chernoff slope plus one, as before. Three steps (variance ~1e-5 < 1),
+    and 10 expected hits at sigma = 0.3 (variance 9.1 > 1, but skewness 1.07 > 0.5: not near normal)."""
+    acct = PLDAccountant().step(noise_multiplier=sigma, sampling_probability=q, count=count)
+    assert acct._log_delta_slope(acct._groups(), "remove", 5.0 if count > 3 else 0.5, 7.0) == 8.0
 
 
 def test_huge_epsilon_delta_query_in_stages_brackets_the_closed_form(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -148,16 +149,38 @@ def test_many_hits_tiny_delta_split_passes() -> None:
     assert lower <= rdp
 
 
-def test_many_hits_epsilon_query_retilts_from_the_grids_steps() -> None:
+def test_many_hits_epsilon_query_retilts_from_the_grids_steps(monkeypatch: pytest.MonkeyPatch) -> None:
     """sigma = 0.7, q = 2e-5, T = 5e7 (1000 expected hits), delta = 1e-13: the coarse Chernoff guide's slope
     (5.5) left the tilt too weak and the add direction's upper bound stuck at 2.6689 (1.9 % wide, 5 s).
-    Aimed again from the slope of the grid's own steps: [2.61811, 2.62863] (0.40 %, 2.1 s). Renyi DP's
-    epsilon is an upper bound the lower one may not exceed."""
+    Aimed again from the slope of the grid's own steps: [2.61811, 2.62863] (0.40 %, 2.1 s). The spies show a
+    grid composed again at the same width with the steps' slope; Renyi DP's epsilon is an upper bound the
+    lower one may not exceed."""
     sigma, q, count, delta = 0.7, 2e-5, 5 * 10**7, 1e-13
+    fine_slopes: list[float] = []
+    grids: list[tuple[str, float, float]] = []
+    fine_guide, epsilon_at = PLDAccountant._fine_guide, PLDAccountant._epsilon_at
+
+    def spy_guide(self: PLDAccountant, *args: Any) -> Any:
+        result = fine_guide(self, *args)
+        fine_slopes.append(result.slope)
+        return result
+
+    def spy_grid(self: PLDAccountant, groups: Any, direction: str, delta: float, slope: float, d: float,
+                 *args: Any, **kwargs: Any) -> Any:
+        grids.append((direction, d, slope))
+        return epsilon_at(self, groups, direction, delta, slope, d, *args, **kwargs)
+
+    monkeypatch.setattr(PLDAccountant, "_fine_guide", spy_guide)
+    monkeypatch.setattr(PLDAccountant, "_epsilon_at", spy_grid)
     lower, upper = PLDAccountant().step(noise_multiplier=sigma, sampling_probability=q, count=count).epsilon_bounds(
         delta
     )
     assert upper - lower <= 0.01 * upper
+    retilted = [
+        (a, b) for a, b in zip(grids, grids[1:])
+        if a[0] == b[0] and a[1] == b[1] and b[2] != a[2] and b[2] in fine_slopes
+    ]
+    assert retilted
     rdp = float(RDPAccountant().step(noise_multiplier=sigma, sampling_probability=q, count=count).get_epsilon(delta))
     assert lower <= rdp
 
@@ -165,7 +188,8 @@ def test_many_hits_epsilon_query_retilts_from_the_grids_steps() -> None:
 def test_many_hits_tiny_delta_last_split_pass_widens_its_range() -> None:
     """sigma = 0.692, q = 4.16e-6, T = 3.55e7 (148 expected hits), delta = 1.28e-15 (a fresh-seed sweep query):
     the epsilon query's last split pass, with its M's tilt range capped at e^45, left [1.0634, 1.0782] (1.4 %);
-    a second pass at e^58 gives [1.07634, 1.07765] (0.12 %). Certified: within Renyi DP's epsilon."""
+    a second pass at e^58 gives [1.07634, 1.07765] (0.12 %). The lower bound may not exceed Renyi DP's epsilon (an
+    upper bound); the upper one stays below it too (a tightness check)."""
     sigma, q, count, delta = 0.692, 4.16e-6, 35_511_511, 1.28e-15
     lower, upper = PLDAccountant().step(noise_multiplier=sigma, sampling_probability=q, count=count).epsilon_bounds(
         delta
@@ -175,8 +199,8 @@ def test_many_hits_tiny_delta_last_split_pass_widens_its_range() -> None:
     assert lower <= upper <= rdp
 
 
-def _mgf_exact(sigma: float, q: float, direction: str, slope: float) -> float:
-    """E_P[e^{lambda L}] of one Poisson-subsampled Gaussian step by mpmath quadrature (30 digits)."""
+def _log_mgf_exact(sigma: float, q: float, direction: str, slope: float) -> float:
+    """log E_P[e^{lambda L}] of one Poisson-subsampled Gaussian step by mpmath quadrature (30 digits)."""
     with mp.workdps(30):
         s, qq, lam = mp.mpf(sigma), mp.mpf(q), mp.mpf(slope)
 
@@ -192,8 +216,8 @@ def _mgf_exact(sigma: float, q: float, direction: str, slope: float) -> float:
         else:
             def integrand(x: Any) -> Any:
                 return density(x, 0) * ratio(x) ** (-lam)
-        points = [-40 * s, -10 * s, -2 * s, 0, 0.5, 1, 1 + 2 * s, 1 + 10 * s, 1 + 40 * s]
-        return float(mp.quad(integrand, points))
+        points = [-80 * s, -40 * s, -10 * s, -2 * s, 0, 0.5, 1, 1 + 2 * s, 1 + 10 * s, 1 + 40 * s, 1 + 80 * s]
+        return float(mp.log(mp.quad(integrand, points)))
 
 
 @pytest.mark.parametrize(
@@ -201,12 +225,15 @@ def _mgf_exact(sigma: float, q: float, direction: str, slope: float) -> float:
     [
         (1.0, 1e-3, "remove", 2.0), (1.0, 1e-3, "add", 2.0), (0.6, 2e-8, "add", 3e5), (0.6, 2e-8, "remove", 20.0),
         (2.0, 0.05, "remove", 10.0), (2.0, 0.05, "add", 10.0), (0.8, 0.3, "add", 0.5),
+        (0.05, 1e-4, "remove", 3.0), (1.0, 1e-4, "add", 1e8),
     ],
 )
 def test_gaussian_log_mgf_bounds_the_quadrature(sigma: float, q: float, direction: str, slope: float) -> None:
-    """``_gaussian_log_mgf`` is an upper bound on log E_P[e^{lambda L}] (against mpmath quadrature), within 1e-3
-    of it where e^{lambda L} varies little over a cell (every case here; its cells are 80 sigma / 2^15 wide)."""
-    exact = math.log(_mgf_exact(sigma, q, direction, slope))
+    """``_gaussian_log_mgf`` is an upper bound on log E_P[e^{lambda L}] (against mpmath quadrature over +-80 sigma),
+    within 1e-3 of it where e^{lambda L} varies little over a cell (every case here; its cells are (1 + 80 sigma)
+    / 2^15 wide). sigma = 0.05 at slope 3 is carried by the remove direction's closed-form last cell, and
+    slope 1e8 at q = 1e-4 (add) sits at the add loss's ceiling, where the margins carry the bound."""
+    exact = _log_mgf_exact(sigma, q, direction, slope)
     bound = float(pld_accountant._gaussian_log_mgf(sigma, q, direction, np.array([slope]))[0])
     assert exact <= bound <= exact + 1e-3 * max(1.0, abs(exact)), (exact, bound)
 

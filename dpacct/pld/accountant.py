@@ -131,7 +131,8 @@ _GAP_TARGET = 0.85
 _GAUSSIAN_QUANTILE = 10.0  # ... applied where (eps - V/2) / sqrt(V) is at most this
 # Composition in stages (PLDAccountant._stages): used from this many window points of the one-grid
 # composition, with blocks of 4 r^2 steps re-spread onto a grid r times as wide, r the largest power
-# of two <= (T / 2)^(1/4), the blocks' window tails at e^-60 (their round-off is charged per entry).
+# of two <= (T / 2)^(1/4) (where one grid of the requested width would not fit, the r of _beyond_ratio),
+# the blocks' window tails at e^-60 (their round-off is charged per entry).
 _STAGE_FROM = 2**16
 _STAGE_WINDOW_TAIL = -60.0
 _STAGE_BEYOND = 2**21  # ... where one grid would not fit: only where both stages' windows fit in this many points
@@ -377,16 +378,20 @@ def _gaussian_log_mgf(sigma: float, q: float, direction: str, slopes: NDArray[np
     reach = _LINE_REACH * sigma
     edges = np.linspace(-reach, 1.0 + reach, _LINE_CELLS + 1)
     z = (2.0 * edges - 1.0) / (2.0 * sigma * sigma)
-    # The remove loss at each edge, log(e^{log(1-q)} + e^{log q + z}) (no overflow), taken up for its rounding
-    # (a few units of the operands, ~q near z = 0, where the result itself is far smaller).
+    # The remove loss at each edge, log(e^{log(1-q)} + e^{log q + z}) (no overflow), and a bound on its rounding:
+    # a few units of the operands (~q near z = 0, where the result itself is far smaller) and of the exponent
+    # log q + z, weighted by its term's share p of the sum.
     with np.errstate(divide="ignore"):
-        loss_at = np.logaddexp(math.log1p(-q) if q < 1.0 else -math.inf, math.log(q) + z)
-    loss_at = loss_at + 8.0 * _UNIT * (np.abs(loss_at) + q)
+        exponent = math.log(q) + z
+        loss_at = np.logaddexp(math.log1p(-q) if q < 1.0 else -math.inf, exponent)
+    share = np.minimum(1.0, np.exp(exponent - loss_at))
+    slack = 8.0 * _UNIT * (np.abs(loss_at) + q + share * (abs(math.log(q)) + np.abs(z) + 1.0))
+    up_loss, down_loss = loss_at + slack, loss_at - slack
     if direction == "remove":
-        tops = loss_at  # cell i = (e_{i-1}, e_i] (cell 0 unbounded below) at its right edge; the last cell apart
+        tops = up_loss  # cell i = (e_{i-1}, e_i] (cell 0 unbounded below) at its right edge; the last cell apart
         components = [(1.0 - q, 0.0), (q, 1.0)]
     else:
-        tops = np.concatenate([[-math.log1p(-q) if q < 1.0 else math.inf], -loss_at + 16.0 * _UNIT * (np.abs(loss_at) + q)])
+        tops = np.concatenate([[-math.log1p(-q) * (1.0 + 4.0 * _UNIT)], -down_loss])
         components = [(1.0, 0.0)]
     masses = [(weight, mean, *_log_cell_masses(edges, mean, sigma)) for weight, mean in components if weight > 0.0]
     out = np.empty(slopes.size)
@@ -403,7 +408,7 @@ def _gaussian_log_mgf(sigma: float, q: float, direction: str, slopes: NDArray[np
                 # E[e^{a x}; x > e] = e^{a m + a^2 s^2 / 2} P(N(0, 1) > (e - m - a s^2) / s).
                 a = slope / (sigma * sigma)
                 tail = float(log_ndtr(-(edges[-1] - mean - a * sigma * sigma) / sigma))
-                value = (slope * (float(loss_at[-1]) - float(z[-1])) - slope / (2.0 * sigma * sigma) + a * mean
+                value = (slope * (float(up_loss[-1]) - float(z[-1])) - slope / (2.0 * sigma * sigma) + a * mean
                          + 0.5 * (a * sigma) ** 2 + tail)
                 logs.append(math.log(weight) + value + 8.0 * _UNIT * (1.0 + abs(tail) + abs(value)))
         out[k] = float(np.logaddexp.reduce(np.array(logs))) + 4.0 * _UNIT * (edges.size + 8.0)
@@ -901,7 +906,8 @@ class PLDAccountant(Accountant):
 
         Stages pay where the one-grid window is long (at least ``_STAGE_FROM`` points, estimated from
         the coarse step's variance) because many steps spread it: the blocks' windows shrink by
-        ``sqrt(T / B)`` and the whole one by ``r``; ``r = (T / 2)^(1/4)`` balances the two. Only where
+        ``sqrt(T / B)`` and the whole one by ``r``; ``r = (T / 2)^(1/4)`` balances the two (where one grid
+        of width ``d`` would not fit in ``size``, ``_beyond_ratio``'s r fits both stages instead). Only where
         the composed loss is near normal: there the grid's error is the spread, second order in the
         width (``_grid``); where a few rare losses set epsilon it is first order, and the blocks'
         coarser grid would widen it. Not where the lower bound is a small difference of large masses,
@@ -1012,23 +1018,25 @@ class PLDAccountant(Accountant):
         only by a large deviation (the coarse bound 0.52; the grids and the epsilon search took 14 s for
         1.7e-13; this bound is far below that).
         """
-        if not all(isinstance(spec, _Spec) and spec.kind == "gaussian" for spec, _ in groups):
-            return 1.0
-        slopes = np.geomspace(1e-3, 1e9, 25)
-        logs = np.zeros(slopes.size)
+        if not all(isinstance(spec, _Spec) and spec.kind == "gaussian" and spec.sampling_probability < 1.0
+                   for spec, _ in groups):
+            return 1.0  # (q = 1: the add loss is unbounded above, and the closed forms serve a Gaussian)
         parts = [(float(spec.parameters[0]), spec.sampling_probability, float(count)) for spec, count in groups]
-        for sigma, q, count in parts:
-            logs += count * _gaussian_log_mgf(sigma, q, direction, slopes)
-        values = logs - slopes * epsilon
+
+        def exponents(slopes: NDArray[np.float64]) -> NDArray[np.float64]:
+            # sum_t log M_t(lambda) - lambda eps, each product and the difference rounded up (8 u of their sizes).
+            logs, sizes = np.zeros(slopes.size), slopes * epsilon
+            for sigma, q, count in parts:
+                log_mgf = count * _gaussian_log_mgf(sigma, q, direction, slopes)
+                logs, sizes = logs + log_mgf, sizes + np.abs(log_mgf) + count
+            return logs - slopes * epsilon + 8.0 * _UNIT * (sizes + np.abs(logs))
+
+        slopes = np.geomspace(1e-3, 1e9, 25)
+        values = exponents(slopes)
         best = int(np.argmin(values))
         fine = np.geomspace(slopes[max(best - 1, 0)], slopes[min(best + 1, slopes.size - 1)], 9)
-        fine_logs = np.zeros(fine.size)
-        for sigma, q, count in parts:
-            fine_logs += count * _gaussian_log_mgf(sigma, q, direction, fine)
-        value = min(float(values[best]), float(np.min(fine_logs - fine * epsilon)))
-        # (The products count x log M carry their own rounding: a relative 4 u, with the margin above.)
-        value += 4.0 * _UNIT * (abs(value) + sum(count for _, _, count in parts))
-        return min(1.0, math.exp(min(value, 0.0)))
+        value = min(float(values[best]), float(np.min(exponents(fine))))
+        return min(1.0, max(math.exp(min(value, 0.0)), _TINIEST))
 
     def _chernoff_upper(self, groups: list[tuple[_Spec, int]], direction: str, epsilon: float) -> float:
         """A certified upper bound on delta(epsilon) from the coarse steps.
@@ -1396,8 +1404,6 @@ class PLDAccountant(Accountant):
                 )
             except ValueError:
                 return lower, upper
-            if self._probe is not None:
-                self._probe(composed)
             lo, up, _ = composed.epsilon_bounds(delta)
             lower, upper = max(lower, lo), min(upper, up)
         return lower, upper
@@ -2264,7 +2270,7 @@ class PLDAccountant(Accountant):
                 fine = _Guide(math.inf, 0.0) if self._split_applies(groups) else self._fine_guide(
                     groups, direction, delta, discretization
                 )
-                if math.isfinite(fine.value) and fine.slope > 0.0 and not 2.0 / 3.0 <= fine.slope / slope <= 1.5:
+                if math.isfinite(fine.value) and fine.slope > 0.0 and slope > 0.0 and not 2.0 / 3.0 <= fine.slope / slope <= 1.5:
                     reaims += 1
                     aim, slope = known, fine.slope
                     continue
