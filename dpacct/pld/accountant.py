@@ -1435,6 +1435,22 @@ class PLDAccountant(Accountant):
         measured = _measured_slope(composed, epsilon, up, 0.5 / (max(slope, 0.0) + 1.0))
         return max(lower, lo), min(upper, up), measured
 
+    def _split_delta_passes(
+        self, groups: list[tuple[_Spec, int]], direction: str, epsilon: float, lower: float, upper: float,
+        slope: float, irrelevant_below: float,
+    ) -> tuple[float, float, bool, float]:
+        """At most two ``_split_delta_pass``, the second at the slope the first measured where that differs by
+        more than half. Returns (lower, upper, whether the target or ``irrelevant_below`` is met, the last slope)."""
+        aimed = slope
+        for _pass in range(2):
+            lower, upper, found = self._split_delta_pass(groups, direction, epsilon, lower, upper, aimed)
+            if upper - lower <= self._relative_accuracy * upper or upper <= irrelevant_below:
+                return lower, upper, True, aimed
+            if found is None or 2.0 / 3.0 <= found / max(aimed, 1e-12) <= 1.5:
+                break
+            aimed = found
+        return lower, upper, False, aimed
+
     def _split_delta(
         self, groups: list[tuple[_Spec, int]], direction: str, epsilon: float, estimate: float, allowed: float,
     ) -> tuple[float, float]:
@@ -1875,16 +1891,11 @@ class PLDAccountant(Accountant):
                 # off: split passes before the search, the second aimed at the slope the first one measured
                 # (sigma=0.7, q=1e-5, T=1.2e7, delta(0.807) ~ 1e-12: the search's four grids, 1.8 s, left it
                 # 2.4x wide; one split pass after them gave 0.24 %).
-                aimed = max(slope, guide.slope)
-                for _pass in range(2):
-                    best_lower, best_upper, found = self._split_delta_pass(
-                        groups, direction, epsilon, best_lower, best_upper, aimed
-                    )
-                    if best_upper - best_lower <= self._relative_accuracy * best_upper or best_upper <= irrelevant_below:
-                        return best_lower, best_upper
-                    if found is None or 2.0 / 3.0 <= found / max(aimed, 1e-12) <= 1.5:
-                        break
-                    aimed = found
+                best_lower, best_upper, done, _ = self._split_delta_passes(
+                    groups, direction, epsilon, best_lower, best_upper, max(slope, guide.slope), irrelevant_below
+                )
+                if done:
+                    return best_lower, best_upper
                 split_kinds = False
             searched = self._delta_by_epsilon_search(
                 groups, direction, epsilon, best_lower, best_upper, slope, irrelevant_below
@@ -1900,17 +1911,11 @@ class PLDAccountant(Accountant):
                 # query's last pass): split passes at the epsilon error the search's slope allows, the second
                 # at the slope the first measured, before the whole grids below (sigma=0.644, q=7e-6, T=5.6e7,
                 # delta(1.64): the search left [3.50e-13, 4.95e-13], and four more grids, 1.9 s, did not narrow it).
-                aimed = searched[3]
-                lower_now, upper_now = searched[0], searched[1]
-                for _pass in range(2):
-                    lower_now, upper_now, found = self._split_delta_pass(
-                        groups, direction, epsilon, lower_now, upper_now, aimed
-                    )
-                    if upper_now - lower_now <= self._relative_accuracy * upper_now or upper_now <= irrelevant_below:
-                        return lower_now, upper_now
-                    if found is None or 2.0 / 3.0 <= found / max(aimed, 1e-12) <= 1.5:
-                        break
-                    aimed = found
+                lower_now, upper_now, done, aimed = self._split_delta_passes(
+                    groups, direction, epsilon, searched[0], searched[1], searched[3], irrelevant_below
+                )
+                if done:
+                    return lower_now, upper_now
                 searched = (lower_now, upper_now, False, aimed)
             if searched[1] - searched[0] <= _SEARCH_CLOSE * self._relative_accuracy * searched[1]:
                 # (sigma=0.5, q=1e-7, T=1e7, delta(0.008): [1.092e-6, 1.119e-6] from the search, then
