@@ -1739,8 +1739,8 @@ class PLDAccountant(Accountant):
         if not first and epsilon > 0.0 and self._one_rare_applies(groups):
             # With at most about one expected hit at a small rate it is cheap, and often answers alone:
             # before the grids, not only after them (sigma=0.578, q=2e-8, T=8.5e6, 0.17 hits, delta(0.0194):
-            # the grids and the epsilon search took 17 s and left [0, 6.9e-13]; this gives [1.8547e-14,
-            # 1.8610e-14]).
+            # the grids and the epsilon search took 17 s and left [0, 6.9e-13]; this gives [1.8544e-14,
+            # 1.8631e-14]).
             # (Only where a hit's losses reach far beyond q, as for going first: sigma=9.88, q=2.3e-8, T=7.6e6,
             # delta(8.4e-6), whose losses stay within a few q, it took 1 s and left 11 % for the grids.)
             spec, count = groups[0]
