@@ -1365,6 +1365,24 @@ class PLDAccountant(Accountant):
             best_lower, best_upper = self._split_last_try(groups, direction, delta, best_lower, best_upper)
         return best_lower, best_upper
 
+    def _fine_split(
+        self, groups: list[tuple[_Spec, int]], direction: str, epsilon: float, delta: float, allowed: float,
+        range_cap: float = _SPLIT_RANGE,
+    ) -> Any | None:
+        """A split composition whose fine width is at most ``allowed`` (refined, within _LAST_TRY_SIZE points),
+        aimed at ``(epsilon, delta)``; None where the step's losses do not fit in _LAST_TRY_SIZE cells of the
+        rare grid (4 allowed) or the composition does not fit."""
+        span = float(self._coarse(groups[0][0], direction).max_abs_loss)
+        if span / (4.0 * allowed) > _LAST_TRY_SIZE:
+            return None
+        try:
+            return self._split_composed(
+                groups, direction, epsilon, delta, refine=True, allowed=allowed, width_cap=allowed,
+                max_size=_LAST_TRY_SIZE, range_cap=range_cap,
+            )
+        except ValueError:
+            return None
+
     def _split_last_try(
         self, groups: list[tuple[_Spec, int]], direction: str, delta: float, lower: float, upper: float
     ) -> tuple[float, float]:
@@ -1377,14 +1395,8 @@ class PLDAccountant(Accountant):
         in _LAST_TRY_SIZE cells of the rare grid (4 allowed); both answers are certified.
         """
         allowed = self._relative_accuracy * lower
-        span = float(self._coarse(groups[0][0], direction).max_abs_loss)
-        if span / (4.0 * allowed) > _LAST_TRY_SIZE:
-            return lower, upper
-        try:
-            composed = self._split_composed(
-                groups, direction, upper, delta, refine=True, allowed=allowed, width_cap=allowed, max_size=_LAST_TRY_SIZE
-            )
-        except ValueError:
+        composed = self._fine_split(groups, direction, upper, delta, allowed)
+        if composed is None:
             return lower, upper
         if self._probe is not None:
             self._probe(composed)
@@ -1397,39 +1409,26 @@ class PLDAccountant(Accountant):
             # Still wide at a delta whose range the cap limited: once more with M's range widened (sigma=0.692,
             # q=4.2e-6, T=3.6e7, delta=1.3e-15: [1.0634, 1.0782] at e^45, [1.07629, 1.07763] at e^58). Not inside
             # a delta query's search (sigma=2.47, q=8e-8, T=1.6e6, delta(2.5e-4): 1.3 s more for the same answer).
-            try:
-                composed = self._split_composed(
-                    groups, direction, upper, delta, refine=True, allowed=allowed, width_cap=allowed,
-                    max_size=_LAST_TRY_SIZE, range_cap=_SPLIT_RANGE_WIDE,
-                )
-            except ValueError:
-                return lower, upper
-            lo, up, _ = composed.epsilon_bounds(delta)
-            lower, upper = max(lower, lo), min(upper, up)
+            composed = self._fine_split(groups, direction, upper, delta, allowed, range_cap=_SPLIT_RANGE_WIDE)
+            if composed is not None:
+                lo, up, _ = composed.epsilon_bounds(delta)
+                lower, upper = max(lower, lo), min(upper, up)
         return lower, upper
 
     def _split_delta_pass(
         self, groups: list[tuple[_Spec, int]], direction: str, epsilon: float, lower: float, upper: float,
         slope: float,
     ) -> tuple[float, float, float | None]:
-        """A delta query's split pass with the fine width at most the allowed epsilon error (as
-        ``_split_last_try``): that error is the accuracy over ``slope + 1``, the rate at which log delta
-        falls. Tried only where the step's losses fit in _LAST_TRY_SIZE cells of the rare grid.
+        """A delta query's split pass with the fine width at most the allowed epsilon error (``_fine_split``):
+        that error is the accuracy over ``slope + 1``, the rate at which log delta falls.
 
         Returns the bounds intersected with ``[lower, upper]`` (certified) and the slope lambda measured on
         this composition's upper bounds half an e-fold of delta further (None where they say nothing).
         """
         allowed = self._relative_accuracy / (max(slope, 0.0) + 1.0)
-        span = float(self._coarse(groups[0][0], direction).max_abs_loss)
-        if span / (4.0 * allowed) > _LAST_TRY_SIZE:
-            return lower, upper, None
         estimate = math.sqrt(lower * upper) if lower > 0.0 else 0.1 * upper
-        try:
-            composed = self._split_composed(
-                groups, direction, epsilon, estimate, refine=True, allowed=allowed, width_cap=allowed,
-                max_size=_LAST_TRY_SIZE,
-            )
-        except ValueError:
+        composed = self._fine_split(groups, direction, epsilon, estimate, allowed)
+        if composed is None:
             return lower, upper, None
         lo, up = (float(x[0]) for x in composed.delta_bounds(np.array([epsilon])))
         measured = _measured_slope(composed, epsilon, up, 0.5 / (max(slope, 0.0) + 1.0))
