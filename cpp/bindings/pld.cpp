@@ -127,6 +127,9 @@ void bind_pld(py::module_& m) {
       .def_readonly("mid_error", &StepPmf::mid_error)
       .def_readonly("own_error", &StepPmf::own_error)
       .def_property_readonly("mid_weights", [](const StepPmf& s) { return to_array(s.mid_weights); })
+      .def_property_readonly("mid_eta", [](const StepPmf& s) { return to_array(s.mid_eta); })
+      .def_property_readonly("mid_nu", [](const StepPmf& s) { return to_array(s.mid_nu); })
+      .def_property_readonly("mid_drift", [](const StepPmf& s) { return to_array(s.mid_drift); })
       .def_readonly("mean_abs_loss", &StepPmf::mean_abs_loss)
       .def_readonly("loss_sd", &StepPmf::loss_sd)
       .def_readonly("max_abs_loss", &StepPmf::max_abs_loss);
@@ -280,6 +283,14 @@ void bind_pld(py::module_& m) {
            "steps"_a, "counts"_a, "tilt"_a, "max_size"_a, "log_window_tail"_a = -25.0, "thorough"_a = false,
            "lower"_a = true, "shared"_a = false)
       .def_property_readonly("shared_labels", &dpacct::pld::ComposedPld::shared_labels)
+      .def_property_readonly(
+          "concentration",
+          [](const dpacct::pld::ComposedPld& c) {
+            const dpacct::pld::Concentration& k = c.concentration();
+            return py::make_tuple(k.ok, k.factor_p, k.charge_p, k.factor_q, k.charge_q, k.charge_a);
+          },
+          "(ok, factor_p, charge_p, factor_q, charge_q, charge_a) of the shared labels' concentration bound: "
+          "P(A) >= factor_p (P~(A) - charge_p), Q(A) <= factor_q Q~(A) + charge_q, less charge_a")
       .def(
           "delta_bounds",
           &delta_bounds_of<dpacct::pld::ComposedPld>,

@@ -149,14 +149,14 @@ _SPLIT_STAGE_TILT = 5000.0  # ... and for the split composition's G, its tilts a
 _SPLIT_RANGE = 45.0  # the split composition's M: the most e-folds its tilt may give the far rare losses ...
 _SPLIT_RANGE_WIDE = 60.0  # ... and in an epsilon query's last pass where the first one missed
 # One-grid compositions take the shared labels (step.hpp) as well where T x tilt x _MASS_WIDTH exceeds
-# _SHARED_FROM: near the Gaussian limit the best test's delta is about 1/lambda of the masses it compares,
-# and the cells' mass intervals (~_MASS_WIDTH relative each) cost about T times theirs of those masses. At
-# sigma=9.88, q=2.3e-8, T=7.6e6 (tilt 4.7e5: 0.07) the intervals had cost 27 % of delta, the shared labels
-# 0.2 %; at sigma=1.19, q=5.7e-8, T=4.8e7 (tilt 1.3e4: 0.013) the shared labels narrowed epsilon by 0.1 %
-# for two more sequences per grid (1.9 -> 2.04 s); at sigma=0.946, q=3.77e-6, T=8.4e5 (tilt 90) their
-# own-loss errors (T times 4e-15 of P) cost 1.1 % of delta, more than the intervals did.
+# _SHARED_FROM of the accuracy target: near the Gaussian limit the best test's delta is about 1/lambda of
+# the masses it compares, and the cells' mass intervals (~_MASS_WIDTH relative each) cost about T times
+# theirs of those masses (measured 2.7 times that: sigma=2.34, q=3.6e-8, T=2.2e6, tilt 2.2e5, 2.6 % of
+# delta). The shared labels' errors are bounded by their concentration (concentration.hpp), about
+# T x 4 ulps and sqrt(T) x their spread: 0.3 % there, for two more sequences per grid (0.19 -> 0.25 s).
+# (At sigma=9.88, q=2.3e-8, T=7.6e6, tilt 4.7e5, the intervals had cost 27 % of delta.)
 _MASS_WIDTH = 2e-14
-_SHARED_FROM = 0.05
+_SHARED_FROM = 0.1
 _SHARED_ANSWER = 0.1  # ... and where T x _MASS_WIDTH / answer exceeds this share of the accuracy target
 _SHARED_GRID = 1e-4  # the steps (gaussian, laplace, mixture) build shared labels only on grids finer than this
 
@@ -895,7 +895,7 @@ class PLDAccountant(Accountant):
         target.
         """
         steps_in_all = float(sum(c for _, c in groups))
-        if steps_in_all * tilt * _MASS_WIDTH > _SHARED_FROM:
+        if steps_in_all * tilt * _MASS_WIDTH > _SHARED_FROM * self._relative_accuracy:
             return True
         return answer > 0.0 and steps_in_all * _MASS_WIDTH / answer > _SHARED_ANSWER * self._relative_accuracy
 

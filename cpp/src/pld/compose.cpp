@@ -376,6 +376,7 @@ ComposedPld::ComposedPld(const std::vector<std::pair<const StepPmf*, double>>& g
   if (shared_) {
     // TV(P^T, Q^T) = delta(0) of the labelled pair, at most that of the mechanism: the upper bound.
     tv_upper_ = has_upper_ ? std::min(upper_bound(0.0), 1.0) : 1.0;
+    concentration_ = concentrate(groups);
   }
 }
 
@@ -596,7 +597,16 @@ bool ComposedPld::shared_test(long i, double epsilon, int form, double* a, doubl
   const double q_tilde = std::exp(log_q_tilde);
   const double q_up = q_tilde * shared_up_q_;
   const double gamma = shared_gamma_, kappa = shared_kappa_;
-  if (form == 0) {
+  double charges = gamma * (2.0 + tv_upper_) + (1.0 + gamma) * (shared_w_p_ * 3.0 + shared_w_pq_ + shared_w_q_);
+  if (form == 2) {
+    // The errors by their concentration (concentration.hpp): P(A) >= f_p (P~(A) - c_p),
+    // Q(A) <= f_q Q~(A) + c_q, less the deviations' e^{-700} terms (charge_a).
+    const Concentration& c = concentration_;
+    if (!c.ok) return false;
+    *a = c.factor_p * (p_low - c.charge_p) + any_infinity_lower_ - c.charge_a;
+    *b = c.factor_q * q_tilde + c.charge_q;
+    charges = c.charge_p + c.charge_q + c.charge_a;
+  } else if (form == 0) {
     *a = p_low + any_infinity_lower_ - (gamma * (1.0 + kappa) + kappa) * p_up;
     *b = q_tilde + gamma * q_up;
   } else {
@@ -611,7 +621,6 @@ bool ComposedPld::shared_test(long i, double epsilon, int form, double* a, doubl
   // sums by a few u of their terms.
   const double magnitude = std::fabs(log_p) + std::fabs(log_q) + std::fabs(std::log(std::max(sp + err_p2_, 1e-300))) +
                            std::fabs(std::log(std::max(sq + err_q2_, 1e-300))) + std::fabs(log_rounding2_) + 8.0;
-  const double charges = gamma * (2.0 + tv_upper_) + (1.0 + gamma) * (shared_w_p_ * 3.0 + shared_w_pq_ + shared_w_q_);
   *scale = 16.0 * kU * magnitude * (p_low + p_up + any_infinity_lower_ + charges);
   *scale += 16.0 * kU * magnitude * std::exp(epsilon) * (q_tilde + q_up + charges);
   return true;
@@ -655,7 +664,7 @@ double ComposedPld::shared_lower_bound(double epsilon) const {
   const double grow = std::exp(epsilon);
   auto value_at = [&](long i) {
     double best = 0.0;
-    for (int form = 0; form < 2; ++form) {
+    for (int form = 0; form < 3; ++form) {
       double a = 0.0, b = 0.0, scale = 0.0;
       if (!shared_test(i, epsilon, form, &a, &b, &scale)) continue;
       best = std::max(best, a - grow * b - scale);
@@ -672,7 +681,7 @@ double ComposedPld::shared_epsilon_lower(double delta, double near) const {
   // by 1 / (A - delta); evaluated at the answer's e^eps by a second pass.
   auto epsilon_at = [&](long i) {
     double best = kNegInf;
-    for (int form = 0; form < 2; ++form) {
+    for (int form = 0; form < 3; ++form) {
       double a = 0.0, b = 0.0, scale = 0.0;
       if (!shared_test(i, 0.0, form, &a, &b, &scale)) continue;
       if (!(a > delta && b > 0.0)) continue;

@@ -418,6 +418,8 @@ class SharedLabels {
     if (on_) {
       log_q_.assign(labels, kNegInf);
       own_.assign(labels, 0.0);
+      eta_.assign(labels, 0.0);
+      nu_.assign(labels, 0.0);
     }
   }
   // Cells arrive in loss order and a cell's label rounds its own loss, so labels close in
@@ -473,6 +475,8 @@ class SharedLabels {
     out.mid_error = eta_max_;
     out.own_error = nu_max_;
     out.mid_weights = {w_p_ * round, w_pq_ * round, w_q_ * round, w_nu_ * round};
+    out.mid_eta = std::move(eta_);
+    out.mid_nu = std::move(nu_);
   }
 
  private:
@@ -502,6 +506,8 @@ class SharedLabels {
     const double weights = 2.0 * a.cell_eta / (1.0 - a.cell_eta);
     const double rounding = 8.0 * kUnit * ((a.count + 4.0) * a.terms / a.total + std::fabs(own_[j])) / (1.0 + std::min(m, 0.0));
     const double nu = (a.own_half * (1.0 + spread) + weights * spread + rounding) * (1.0 + 1e-6);
+    eta_[j] = eta;
+    nu_[j] = nu;
     eta_max_ = std::max(eta_max_, eta);
     nu_max_ = std::max(nu_max_, nu);
     // Upper bounds of the label's masses: Q_j <= Q~_j (1 + eta), P_j <= that e^{own + nu},
@@ -517,12 +523,94 @@ class SharedLabels {
   }
   bool on_;
   std::size_t labels_;
-  std::vector<double> log_q_, own_;
+  std::vector<double> log_q_, own_, eta_, nu_;
   std::vector<Acc> open_;  // the labels still collecting cells, in order (a handful)
   std::size_t done_ = 0;
   bool have_done_ = false;
   double eta_max_ = 0.0, nu_max_ = 0.0, w_p_ = 0.0, w_pq_ = 0.0, w_q_ = 0.0, w_nu_ = 0.0;
 };
+
+// Neumaier's compensated sum (Higham, "Accuracy and Stability of Numerical Algorithms", 2nd ed.,
+// Sec. 4.3): |computed - exact| <= 2 u |exact| + 2 n u^2 sum |x_i| (charged by the caller).
+class CompensatedSum {
+ public:
+  void add(double x) {
+    const double t = sum_ + x;
+    carry_ += std::fabs(sum_) >= std::fabs(x) ? (sum_ - t) + x : (x - t) + sum_;
+    sum_ = t;
+    absolute_ += std::fabs(x);
+    ++n_;
+  }
+  double value() const { return sum_ + carry_; }
+  double error() const {
+    const double v = value();
+    return 2.0 * kUnit * std::fabs(v) * (1.0 + 4.0 * kUnit) + 2.0 * static_cast<double>(n_ + 2) * kUnit * kUnit * absolute_;
+  }
+  double absolute() const { return absolute_; }
+
+ private:
+  double sum_ = 0.0, carry_ = 0.0, absolute_ = 0.0;
+  long n_ = 0;
+};
+
+// e^{a + b} of two doubles (their sum carried exactly), within 3 u relative: exp's ulp, the
+// product by 1 + lo and lo's own rounding (|lo| <= u |a + b| / 2 < 2^-40 where it matters).
+double exp_of_sum(double a, double b) {
+  const double s = a + b;
+  const double bb = s - a;
+  const double lo = (a - (s - bb)) + (b - bb);
+  return std::exp(s) * (1.0 + lo);
+}
+
+// The concentrated labels' drifts (step.hpp, mid_drift): sum_j P~_j - sum_j P_j and the same for
+// Q, where the labelled cells partition (x_small, x_large] less the `dropped` cells (P- and
+// Q-mass at most dropped_p, dropped_q): sum_j P_j = 1 - P(X <= x_small) - P(X > x_large) - the
+// dropped P-mass. The tails come from the pair's edges (each log within kLogError (1 + |value|)).
+void concentrated_drift(const MonotonePair& pair, double x_small, double x_large, double dropped_p, double dropped_q,
+                        StepPmf& out) {
+  const std::size_t n = out.log_q_mid.size();
+  if (n == 0 || out.own_mid.size() != n || out.mid_eta.size() != n || out.mid_nu.size() != n) return;
+  // [lo, hi] of the P- and Q-tails beyond the clamp points.
+  double tail_p_lo = 0.0, tail_p_hi = 0.0, tail_q_lo = 0.0, tail_q_hi = 0.0;
+  auto add_tail = [](double log_value, double* lo, double* hi) {
+    if (log_value == kNegInf) return;
+    const double e = kLogError * (1.0 + std::fabs(log_value));
+    *lo += std::exp(log_value - e) * (1.0 - 4.0 * kUnit);
+    *hi += std::exp(log_value + e) * (1.0 + 4.0 * kUnit);
+  };
+  Edge ep{}, eq{};
+  if (!std::isinf(x_small)) {
+    pair.edges(x_small, &ep, &eq);
+    add_tail(ep.log_cdf, &tail_p_lo, &tail_p_hi);
+    add_tail(eq.log_cdf, &tail_q_lo, &tail_q_hi);
+  }
+  if (!std::isinf(x_large)) {
+    pair.edges(x_large, &ep, &eq);
+    add_tail(ep.log_sf, &tail_p_lo, &tail_p_hi);
+    add_tail(eq.log_sf, &tail_q_lo, &tail_q_hi);
+  }
+  CompensatedSum sum_p, sum_q;
+  sum_p.add(-1.0);
+  sum_q.add(-1.0);
+  for (std::size_t j = 0; j < n; ++j) {
+    if (out.log_q_mid[j] == kNegInf) continue;
+    sum_p.add(exp_of_sum(out.log_q_mid[j], out.own_mid[j]));
+    sum_q.add(std::exp(out.log_q_mid[j]));
+  }
+  // Each term within 3 u of its exact value (exp_of_sum; exp alone within 1 u), the sums within
+  // their compensated error, the -1 exact.
+  const double err_p = 3.0 * kUnit * (sum_p.absolute() - 1.0) + sum_p.error();
+  const double err_q = 3.0 * kUnit * (sum_q.absolute() - 1.0) + sum_q.error();
+  const double dp = sum_p.value(), dq = sum_q.value();
+  const double r = 1.0 + 8.0 * kUnit;
+  if (!(std::isfinite(dp) && std::isfinite(dq) && std::isfinite(dropped_p) && std::isfinite(dropped_q))) return;
+  // (x + y rounded: each bound moved outward by a few ulps of its terms.)
+  const double drift_p_lo = (dp - err_p + tail_p_lo) - 4.0 * kUnit * (std::fabs(dp) + err_p + tail_p_lo);
+  const double drift_p_hi = (dp + err_p + tail_p_hi + dropped_p) * r + 4.0 * kUnit * std::fabs(dp);
+  const double drift_q_lo = (dq - err_q + tail_q_lo) - 4.0 * kUnit * (std::fabs(dq) + err_q + tail_q_lo);
+  const double drift_q_hi = (dq + err_q + tail_q_hi + dropped_q) * r + 4.0 * kUnit * std::fabs(dq);
+  out.mid_drift = {drift_p_lo, drift_p_hi, drift_q_lo, drift_q_hi, (tail_p_hi + dropped_p) * r, (tail_q_hi + dropped_q) * r};
+}
 
 // The clamp points and the grid indices of the lowest and highest loss a discretisation keeps.
 struct Range {
@@ -584,9 +672,16 @@ StepPmf discretize(const MonotonePair& pair, double d, double log_tail, std::siz
   SlackMeter meter(pair, largest);
   meter.edge(edge_x(k_low), static_cast<double>(k_low) * d, -1);
   SharedLabels shared(n + 2, sharp && shared_labels);
+  // For the concentrated labels: the cells left out of the labels (upper ends of their masses),
+  // and whether the cells' edges rose throughout (so that the cells partition (x_small, x_large]).
+  double dropped_p = 0.0, dropped_q = 0.0;
+  bool partition = true;
+  double x_prev = edge_x(k_low);
   for (std::size_t i = 0; i < n; ++i) {
     const long k = k_low + static_cast<long>(i);
     const double x_next = edge_x(k + 1);
+    partition = partition && x_next >= x_prev;
+    x_prev = x_next;
     meter.edge(x_next, static_cast<double>(k + 1) * d, k + 1 > k_high ? 1 : 0);
     Mass pm{}, qm{}, own{};
     walk.next(x_next, &pm, &qm, &own);
@@ -598,10 +693,14 @@ StepPmf discretize(const MonotonePair& pair, double d, double log_tail, std::siz
       out.log_p[j] = log_add(out.log_p[j], pm.lo);
       out.log_q[j] = log_add(out.log_q[j], qm.hi);
       shared.add(j, qm, own);
+    } else {
+      dropped_p += std::exp(pm.hi) * (1.0 + 4.0 * kUnit);
+      dropped_q += std::exp(qm.hi) * (1.0 + 4.0 * kUnit);
     }
     split_cell_by_loss(pm, own, k, k + 1, d, k_low, out.log_upper);
   }
   shared.finish(out);
+  if (partition) concentrated_drift(pair, x_small, x_large, dropped_p, dropped_q, out);
   // Clamped tails: the smallest losses move up to grid point k_low + 1 (> every
   // clamped loss); the largest go to +inf. For the labels both tails carry the
   // label -inf (dropped from P and Q alike: a valid labelling).

@@ -94,8 +94,7 @@ bool normal_cell_mass(double xa, double xb, double mean, double sigma, Mass* out
   if (!(std::isfinite(xa) && std::isfinite(xb) && xa < xb && sigma > 0.0)) return false;
   // The rule integrates over [xa, xa + 2 hx]: hx = (xb - xa) / 2 within u of exact, so the far
   // end is within u (xb - xa) of xb, a sliver of relative mass <= u e^{(far^2 - near^2) / 2}
-  // <= 10 u (the width below keeps far^2 - near^2 <= 4.5). The standardised ends serve the
-  // bounds only; they are widened by a few ulps.
+  // (charged below). The standardised ends serve the bounds only; they are widened by a few ulps.
   const double inverse = 1.0 / sigma;
   const double hx = 0.5 * (xb - xa);
   const double half = hx * inverse;
@@ -105,9 +104,12 @@ bool normal_cell_mass(double xa, double xb, double mean, double sigma, Mass* out
   const double near =
       (za <= 0.0 && zb >= 0.0) ? 0.0 : std::min(std::fabs(za), std::fabs(zb)) * (1.0 - ulps);
   const double far = std::max(std::fabs(za), std::fabs(zb)) * (1.0 + ulps);
-  // Beyond |z| = 4.5 the rounding below (8 u z^2) outgrows what it would buy: the tail CDFs there
-  // are differenced in log space, good to ulps of the tail, and the cells hold < 4e-6 of the mass.
-  if (far > 4.5) return false;
+  // Beyond |z| = 16 the rounding below (8 u z^2) outgrows what it would buy: the tail CDFs there
+  // are differenced in log space, good to ulps of the tail. (Up to 4.5 only, the cells just beyond
+  // it had taken their masses from those differences, ~5e-12 relative where the cells are narrow
+  // (1/30 of sigma): at sigma=2.34, q=3.6e-8 they set the spread of the labels' mass errors
+  // (concentration.hpp) and with it 1.4e-8 of each composed mass at T=2.2e6.)
+  if (far > 16.0) return false;
   // The mass is phi(near) times half sum_i w_i e^{-(z_i^2 - near^2) / 2} (every factor <= 1).
   // The quadrature error, relative to phi(near), is at most C_n width^(2n+1) max |He_2n| (the
   // 2n-th derivative of phi is He_2n phi, and phi <= phi(near) on the cell): the 4-point rule
@@ -132,10 +134,11 @@ bool normal_cell_mass(double xa, double xb, double mean, double sigma, Mass* out
   const double value = half * sum;
   // Rounding: each node moves by a few ulps of |x| / sigma and |z| (1 / sigma rounds too; an evaluation-point change:
   // about |z| times that, relative), each exponent errs by a few ulps of z^2, the sum of (at
-  // most eight) positive terms by 8 ulps, half (hx times 1 / sigma) and the product by 4, the sliver by 10:
-  // within 8 u (far^2 + far |x| / sigma + 4) in all, relative, about four times over.
+  // most eight) positive terms by 8 ulps, half (hx times 1 / sigma) and the product by 4:
+  // within 8 u (far^2 + far |x| / sigma + 4) in all, relative, about four times over; and the
+  // sliver by u e^{(far^2 - near^2) / 2} <= u e^{far width}.
   const double reach = std::max(std::fabs(xa), std::fabs(xb)) * inverse;
-  const double relative = 8.0 * kUnit * (far * far + far * reach + 4.0);
+  const double relative = 8.0 * kUnit * (far * far + far * reach + 4.0) + kUnit * std::exp(far * width);
   const double low = value * (1.0 - relative) - quadrature;
   if (!(low > 0.0)) return false;
   const double high = value * (1.0 + relative) + quadrature;

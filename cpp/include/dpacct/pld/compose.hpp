@@ -47,6 +47,7 @@
 #include <utility>
 #include <vector>
 
+#include "dpacct/pld/concentration.hpp"
 #include "dpacct/pld/power.hpp"
 #include "dpacct/pld/step.hpp"
 
@@ -207,6 +208,7 @@ class ComposedPld {
   // Diagnostics of the FFT power (power.hpp): frequencies recomputed in extended precision,
   // and whether only a bulk of some step was (the rest through its own transform).
   bool shared_labels() const { return shared_; }
+  const Concentration& concentration() const { return concentration_; }
   std::size_t direct_frequencies() const { return stats_.direct; }
   bool bulk_split() const { return stats_.bulk_split; }
 
@@ -276,6 +278,7 @@ class ComposedPld {
   double shared_kappa_w_ = 0.0, shared_kappa_n_ = 0.0;                  // (compose.cpp)
   double shared_w_p_ = 0.0, shared_w_pq_ = 0.0, shared_w_q_ = 0.0;
   double tv_upper_ = 1.0;
+  Concentration concentration_;  // the shared labels' errors by their concentration (form 2 of shared_test)
   PowerStats stats_;
 };
 

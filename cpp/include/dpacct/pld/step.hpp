@@ -80,6 +80,13 @@ struct StepPmf {
   // sum_j eta_j P_j, sum_j eta_j |P_j - Q_j|, sum_j eta_j Q_j and sum_j P_j (e^{nu_j} - 1),
   // with the labels' own eta_j and nu_j and upper bounds of the masses (monotone.cpp).
   std::vector<double> mid_weights;
+  // CONCENTRATED LABELS (optional, with the shared labels). Per label j, mid_eta[j] and mid_nu[j]
+  // (the eta_j and nu_j above), and mid_drift = (lo, hi) bounds on sum_j P~_j - sum_j P_j, the
+  // same on sum_j Q~_j - sum_j Q_j, then upper bounds on 1 - sum_j P_j and 1 - sum_j Q_j (P~_j =
+  // e^{log_q_mid[j] + own_mid[j]} and Q~_j = e^{log_q_mid[j]} exactly, P_j and Q_j the labels'
+  // true masses). The composer bounds the product of T steps' relative label errors by their
+  // concentration instead of its worst case (compose.cpp, concentration()). Empty where unknown.
+  std::vector<double> mid_eta, mid_nu, mid_drift;
   // Summary of the upper discretisation, used to choose grids: E_P|L| and
   // sd_P(L) over the finite part, and the largest |loss| represented.
   double mean_abs_loss = 0.0;
@@ -121,7 +128,7 @@ Edge normal_edge(double z);
 // xa in x, so that only their positions round, not the cell: a rule on the standardised
 // ends (xa - mean) / sigma, each rounded by an ulp of z, integrated over a cell shifted by
 // that much, a relative error of u |z| / width (5e-13 at width 1e-3) the interval did not
-// hold. Returns false for an empty, infinite or wider cell, and beyond |z| = 4.5.
+// hold. Returns false for an empty, infinite or wider cell, and beyond |z| = 16.
 bool normal_cell_mass(double xa, double xb, double mean, double sigma, Mass* out);
 
 // The intersection of two certified intervals for the same log-mass.
