@@ -258,3 +258,30 @@ def test_few_hits_delta_query_one_rare_before_the_grids() -> None:
         warnings.simplefilter("ignore", OrderGridWarning)
         rdp = float(rdp_acct.get_delta(epsilon))
     assert lower <= rdp
+
+
+def test_delta_probe_measures_the_slope_on_a_grid_no_better_than_the_interval_carried_in() -> None:
+    """The probe measures the slope of log delta on the composition with the best upper bound of its own, even
+    where none beats the interval carried in (there a split composition's upper bound had been 0.03 % below every
+    grid's: no slope was measured, and the guide's 61 against the grid's 480 aimed the search 8x too loosely)."""
+    acct = PLDAccountant().step(noise_multiplier=1.0, sampling_probability=1e-2, count=1000)
+    groups = acct._groups()
+    composed = acct._composed(groups, "remove", 1e-4, 5.0)
+    epsilon = 1.0
+    lower, upper = (float(x[0]) for x in composed.delta_bounds(np.array([epsilon])))
+    assert 0.0 < lower < upper
+    carried = 0.5 * (lower + upper)  # an upper bound carried in, below this grid's
+    probe = pld_accountant._DeltaProbe(epsilon, 1e-12, 0.0, carried, 0.0)
+    probe(composed)
+    slope = probe.slope()
+    step = 0.01 * epsilon
+    further = float(composed.delta_bounds(np.array([epsilon + step]))[1][0])
+    assert slope is not None and slope == pytest.approx(math.log(upper / further) / step - 1.0, rel=1e-12)
+
+
+def test_tiny_rate_delta_query_search_aimed_at_the_measured_slope() -> None:
+    """sigma=1.17, q=3e-6, T=1.6e7, delta(0.0706) ~ 1.5e-11 (bench/pld_sweep.py --delta --seed 21): the search's
+    second round, aimed at the slope measured on its grid, takes the interval from 2.6 % to 0.32 % (3-5 s)."""
+    acct = PLDAccountant().step(noise_multiplier=1.17, sampling_probability=2.99e-06, count=16070703)
+    lower, upper = acct.delta_bounds(0.0706001)
+    assert 0.0 < lower <= upper <= 1.01 * lower
