@@ -658,7 +658,7 @@ double ComposedPld::lower_bound(double epsilon) const {
   return std::min(std::max({best, shared, any_infinity_lower_}), 1.0);
 }
 
-// The best shared-label test at epsilon (both forms of shared_test at each entry).
+// The best shared-label test at epsilon (every form of shared_test at each entry).
 double ComposedPld::shared_lower_bound(double epsilon) const {
   if (!(epsilon <= 700.0)) return 0.0;  // (shared_test: e^eps must be a double)
   const double grow = std::exp(epsilon);

@@ -13,6 +13,7 @@ namespace {
 constexpr double kU = kUnit;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNegInf = -kInf;
+constexpr double kTiny = std::numeric_limits<double>::min();
 // The most mass (absolute, summed over all steps) the excluded labels may carry: far below
 // any delta a query asks about, and a charge on the tests (never a loss of soundness).
 constexpr double kBadMass = 1e-30;
@@ -27,7 +28,8 @@ double log_phi(double y) {
     return std::log(0.5 * y * y * (1.0 + y / 3.0 + y * y / 12.0)) + 1e-8;
   }
   if (y <= 1.0) {
-    // expm1 within an ulp: the difference loses at most 2 u e^y / phi(y) <= 4.4e-13 relative.
+    // expm1 within an ulp: the difference loses at most about u expm1(y) / phi(y) ~ 2 u / y
+    // <= 4.4e-13 relative (y >= 1e-3).
     return std::log(std::expm1(y) - y) + 1e-11;
   }
   return y + std::log1p(-(1.0 + y) * std::exp(-y)) + 1e-12 * (y + 1.0);
@@ -63,10 +65,14 @@ bool bin_labels(const StepPmf& s, bool p_side, Binned* out) {
     const double eta = s.mid_eta[j], nu = s.mid_nu[j];
     if (!(eta >= 0.0 && eta < 0.5 && nu >= 0.0 && nu < 1.0)) return false;
     const double a = (-std::log1p(-eta) + (p_side ? nu : 0.0)) * (1.0 + 8.0 * kU);
-    const double log_tilde = s.log_q_mid[j] + (p_side ? s.own_mid[j] : 0.0);
+    const double added = p_side ? s.own_mid[j] : 0.0;
+    const double log_tilde = s.log_q_mid[j] + added;
     if (!std::isfinite(log_tilde) || log_tilde > 1.0) return false;
-    const double tilde = std::exp(log_tilde) * (1.0 + 8.0 * kU);
-    const double mass = tilde * std::exp(a) * (1.0 + 4.0 * kU);  // P_j <= P~_j e^{a_j}
+    // Upper bounds of P~_j = e^{log_q_mid + own_mid} (the sum's rounding charged) and of P_j <= P~_j e^{a_j},
+    // at least the smallest normal double (a label whose masses underflow still counts in the bins).
+    const double rounding = kU * (std::fabs(s.log_q_mid[j]) + std::fabs(added) + 2.0);
+    const double tilde = std::max(std::exp(log_tilde + rounding) * (1.0 + 8.0 * kU), kTiny);
+    const double mass = std::max(tilde * std::exp(a) * (1.0 + 4.0 * kU), kTiny);
     if (!(a > 0.0)) {
       out->zero_mass += mass;
       out->zero_tilde += tilde;
@@ -221,11 +227,13 @@ Concentration concentrate(const std::vector<std::pair<const StepPmf*, double>>& 
   const double up_q = -shift_q + s_q + 16.0 * kU * (magnitude_q + s_q);
   out.ok = true;
   out.factor_p = std::exp(-up_p) * (1.0 - 4.0 * kU);
-  // P~(B) <= T beta~ (largest P~ total)^(T - 1).
+  // P~(B) <= sum_t P~(step t excluded) <= T beta~ prod_g (1 + the group's drift)^(count_g): a step's
+  // P~ total is at most 1 + its drift.
   out.charge_p = bad_p * std::exp(growth * round) * round;
   out.factor_q = std::exp(up_q) * round;
   out.charge_q = bad_q * round;
-  out.charge_a = 2.0 * std::exp(-kLogP) * round;
+  // factor_p e^{-700} (P~'s deviation, where factor_p may exceed 1) and e^eps e^{-1400} <= e^{-700}.
+  out.charge_a = (std::max(out.factor_p, 1.0) + 1.0) * std::exp(-kLogP) * round;
   return out;
 }
 
