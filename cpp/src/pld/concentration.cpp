@@ -89,8 +89,8 @@ bool bin_labels(const StepPmf& s, bool p_side, Binned* out) {
   return true;
 }
 
-// The lowest bin kept: the bins above it (over all groups, count times each) carry at most
-// kBadMass of true and tilde mass together.
+// The lowest excluded bin: the bins from it up (over all groups, count times each) carry at most
+// kBadMass of true and tilde mass together; the bins below it are kept.
 int first_excluded(const std::vector<Binned>& binned, const std::vector<double>& counts) {
   double cumulative = 0.0;
   for (int i = kBins - 1; i >= 0; --i) {

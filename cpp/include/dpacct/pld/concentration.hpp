@@ -23,7 +23,7 @@
 // the labels are a sub-probability), then Chernoff, minimised over theta on a geometric grid
 // (Boucheron, Lugosi, Massart, "Concentration Inequalities", 2013, Sec. 2.7). This is the
 // argument of Gopi, Lee and Wutschitz ("Numerical Composition of Differential Privacy",
-// NeurIPS 2021, arXiv:2106.02848, Sec. 5) for their rounding errors, applied to the labels'
+// NeurIPS 2021, arXiv:2106.02848, their error analysis) for their rounding errors, applied to the labels'
 // certified mass errors.
 #pragma once
 
