@@ -152,8 +152,9 @@ _SPLIT_RANGE_WIDE = 60.0  # ... and in an epsilon query's last pass where the fi
 # _SHARED_FROM of the accuracy target: near the Gaussian limit the best test's delta is about 1/lambda of
 # the masses it compares, and the cells' mass intervals (~_MASS_WIDTH relative each) cost about T times
 # theirs of those masses (measured 2.7 times that: sigma=2.34, q=3.6e-8, T=2.2e6, tilt 2.2e5, 2.6 % of
-# delta). The shared labels' errors are bounded by their concentration (concentration.hpp), about
-# T x 4 ulps and sqrt(T) x their spread: 0.3 % there, for two more sequences per grid (0.19 -> 0.25 s).
+# delta). The shared labels' errors are bounded by their concentration (concentration.hpp), a few ulps
+# T times and their spread sqrt(T) times: 0.66 % there on a grid of 4.4e-10, 0.37 % on one of 2e-10, for two
+# more sequences per grid (0.19 -> 0.25 s).
 # (At sigma=9.88, q=2.3e-8, T=7.6e6, tilt 4.7e5, the intervals had cost 27 % of delta.)
 _MASS_WIDTH = 2e-14
 _SHARED_FROM = 0.1
