@@ -42,6 +42,8 @@
 // error (compose.cpp, shared_test), and the better of the two taken.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <limits>
 #include <utility>
@@ -82,32 +84,102 @@ double bisect(F holds, double low, double high, bool return_low, double relative
   return return_low ? low : high;
 }
 
-// Certified epsilon bounds at `delta` from certified delta bounds: `upper` by bisection on
-// the non-increasing up(eps) over [0, stop] (+inf where up(stop) > delta still), `lower`
-// where down(eps) (any certified lower bound) exceeds delta, found by probing down from the
-// upper answer in doubling steps (the first max(1e-3 upper, min_width)) and bisecting there.
-// Both bisections stop at relative width `relative`: each end kept is certified whatever
-// the width, which only costs that much tightness.
+// The crossing of a monotone score (> 0 at `low`, <= 0 at `high`) to relative width
+// `relative`, by regula falsi with the Illinois modification (Dowell and Jarratt, "A modified
+// regula falsi method for computing the root of an equation", BIT 11, 1971): log delta is
+// nearly linear in epsilon, so interpolating the log of a delta bound against the log of the
+// target takes a few evaluations where bisection from a wide bracket takes 30-40. The point
+// tried is kept half the target width inside the bracket, and a bisection is taken where
+// three steps in a row did not halve the bracket (step-like scores: a grid's bounds are flat
+// between its points), so it never takes more than four times bisection's steps.
+// `f_low`, `f_high`: the scores at the ends where known (NaN where not). A NaN score counts
+// as > 0, as the predicate `value <= target` it replaces would. Only evaluated points are
+// returned: `high` (score <= 0) or, with `return_low`, `low` (score > 0).
+template <class S>
+double crossing(S score, double low, double high, double f_low, double f_high, bool return_low, double relative) {
+  double checkpoint = high - low;
+  int stalled = 0;
+  int kept = 0;  // +1: the last step moved `low`, -1: `high`
+  for (int i = 0; i < 400; ++i) {
+    const double width = high - low;
+    const double tol = relative * (high > 1e-300 ? high : 1e-300);
+    if (width <= tol) break;
+    double x = 0.5 * (low + high);
+    if (stalled < 3 && std::isfinite(f_low) && std::isfinite(f_high) && f_low > 0.0 && f_high <= 0.0) {
+      const double t = f_low / (f_low - f_high);
+      const double guard = 0.5 * tol;
+      x = std::min(std::max(low + t * width, low + guard), high - guard);
+    }
+    const double fx = score(x);
+    if (fx <= 0.0) {
+      high = x;
+      f_high = fx;
+      if (kept == -1) f_low *= 0.5;  // `low` kept twice: its weight halved (Illinois)
+      kept = -1;
+    } else {
+      low = x;
+      f_low = fx;  // (NaN: not interpolated from until replaced)
+      if (kept == 1) f_high *= 0.5;
+      kept = 1;
+    }
+    if (high - low <= 0.5 * checkpoint) {
+      checkpoint = high - low;
+      stalled = 0;
+    } else if (++stalled > 3) {
+      checkpoint = high - low;  // (this step bisected)
+      stalled = 0;
+    }
+  }
+  return return_low ? low : high;
+}
+
+// Certified epsilon bounds at `delta` from certified delta bounds: `upper` where the
+// non-increasing up(eps) first falls to delta over [0, stop] (+inf where up(stop) > delta
+// still), `lower` where down(eps) (any certified lower bound) exceeds delta, found by probing
+// down from the upper answer in doubling steps (the first max(1e-3 upper, min_width)) and
+// searching there. Both searches (crossing() above, on log(bound / delta)) stop at relative
+// width `relative`: each end kept is an evaluated point, certified whatever the width, which
+// only costs that much tightness.
 template <class Up, class Down>
 void invert_delta(Up up, Down down, double delta, double stop, double min_width, double* lower, double* upper,
                   double relative = 1e-10) {
-  if (up(0.0) <= delta) {
+  const double log_delta = std::log(delta);
+  // log(bound / delta). Where a bound is NaN the answer keeps to the side it proves nothing on:
+  // an upper bound's NaN counts as above delta, a lower bound's as below.
+  auto score = [log_delta](double v) {
+    if (std::isnan(v)) return v;
+    return v > 0.0 ? std::log(v) - log_delta : -std::numeric_limits<double>::infinity();
+  };
+  auto score_down = [log_delta](double v) {
+    return v > 0.0 ? std::log(v) - log_delta : -std::numeric_limits<double>::infinity();
+  };
+  const double at_zero = up(0.0);
+  const double at_stop = at_zero <= delta ? 0.0 : up(stop);
+  if (at_zero <= delta) {
     *upper = 0.0;
-  } else if (up(stop) > delta) {
+  } else if (at_stop > delta) {
     *upper = std::numeric_limits<double>::infinity();
   } else {
-    *upper = bisect([&](double e) { return up(e) <= delta; }, 0.0, stop, false, relative);
+    *upper = crossing([&](double e) { return score(up(e)); }, 0.0, stop, score(at_zero), score(at_stop), false,
+                      relative);
   }
   *lower = 0.0;
   double anchor = *upper < std::numeric_limits<double>::infinity() ? *upper : stop;
+  double at_anchor = std::numeric_limits<double>::quiet_NaN();  // score of down(anchor) where evaluated
   double width = 1e-3 * anchor > min_width ? 1e-3 * anchor : min_width;
   while (anchor > 0.0) {
     const double probe = anchor - width > 0.0 ? anchor - width : 0.0;
-    if (down(probe) > delta) {
-      *lower = bisect([&](double e) { return down(e) <= delta; }, probe, anchor, true, relative);
+    const double at_probe = score_down(down(probe));
+    if (at_probe > 0.0) {
+      if (std::isnan(at_anchor)) at_anchor = score_down(down(anchor));
+      // (down may fail to be monotone by a little: an anchor found above delta after all is itself a lower bound.)
+      *lower = at_anchor > 0.0 ? anchor
+                               : crossing([&](double e) { return score_down(down(e)); }, probe, anchor, at_probe, at_anchor,
+                                          true, relative);
       break;
     }
     anchor = probe;
+    at_anchor = at_probe;
     width *= 2.0;
   }
   if (*lower > *upper) *lower = *upper;
