@@ -158,9 +158,9 @@ def test_split_composition_in_stages_agrees_with_one_grid(monkeypatch: pytest.Mo
     captured: list[tuple[Any, ...]] = []
     split = _core.pld.SplitComposedPld
 
-    def spy(*args: Any) -> Any:
+    def spy(*args: Any, **kwargs: Any) -> Any:
         captured.append(args)
-        return split(*args)
+        return split(*args, **kwargs)
 
     monkeypatch.setattr(_core.pld, "SplitComposedPld", spy)
     lower, upper = PLDAccountant().step(noise_multiplier=0.5, sampling_probability=1e-7, count=10**7).epsilon_bounds(1e-6)

@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <limits>
 #include <vector>
 
 #include "dpacct/fft.hpp"
@@ -324,14 +325,17 @@ void bind_pld(py::module_& m) {
   py::class_<dpacct::pld::SplitComposedPld>(
       pld, "SplitComposedPld", "A composition by the number of rare steps, one direction; see dpacct.pld.")
       .def(py::init([](const StepPmf& small, const StepPmf& rare, double count, long rare_max, double tilt,
-                       double rare_tilt, std::size_t max_size, long block_steps, long g_ratio) {
+                       double rare_tilt, std::size_t max_size, long block_steps, long g_ratio,
+                       const std::vector<double>& more_rare_tilts, double rare_cut_low, double rare_cut_high) {
              dpacct::pld::SplitStep split{small, rare};
              py::gil_scoped_release release;
              return new dpacct::pld::SplitComposedPld(split, count, rare_max, tilt, rare_tilt, max_size, block_steps,
-                                                      g_ratio);
+                                                      g_ratio, more_rare_tilts, rare_cut_low, rare_cut_high);
            }),
            "small"_a, "rare"_a, "count"_a, "rare_max"_a, "tilt"_a, "rare_tilt"_a, "max_size"_a, "block_steps"_a = 0,
-           "g_ratio"_a = 1)
+           "g_ratio"_a = 1, "more_rare_tilts"_a = std::vector<double>{},
+           "rare_cut_low"_a = -std::numeric_limits<double>::infinity(),
+           "rare_cut_high"_a = std::numeric_limits<double>::infinity())
       .def(
           "delta_bounds",
           &delta_bounds_of<dpacct::pld::SplitComposedPld>,
@@ -349,7 +353,11 @@ void bind_pld(py::module_& m) {
           "delta"_a, "(lower, upper, below_window) bounds on epsilon(delta) for this direction.")
       .def_property_readonly("size", &dpacct::pld::SplitComposedPld::size)
       .def_property_readonly("fine_size", &dpacct::pld::SplitComposedPld::fine_size)
-      .def_property_readonly("charged_tail", &dpacct::pld::SplitComposedPld::charged_tail);
+      .def_property_readonly("charged_tail", &dpacct::pld::SplitComposedPld::charged_tail)
+      .def_property_readonly("rare_discretization", &dpacct::pld::SplitComposedPld::rare_discretization)
+      .def_property_readonly("rare_tilts", &dpacct::pld::SplitComposedPld::rare_tilts)
+      .def_property_readonly("g_low", &dpacct::pld::SplitComposedPld::g_low)
+      .def_property_readonly("g_high", &dpacct::pld::SplitComposedPld::g_high);
 
   py::class_<dpacct::pld::RareCells>(pld, "RareCells", "The rare cells of one step (pld/one_rare.hpp).")
       .def_property_readonly("loss", [](const dpacct::pld::RareCells& r) { return to_array(r.loss); })

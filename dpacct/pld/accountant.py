@@ -1270,7 +1270,14 @@ class PLDAccountant(Accountant):
         rare_max = _binomial_tail_count(steps, rate, 1e-4 * delta)
         tau_loss = tau_index * coarse
         tilt = min(math.log(1.0 / delta) / max(epsilon, 1e-12), 20.0 / tau_loss)
-        rare_top = float(np.max(np.abs((rare.upper_low + np.arange(rare.log_upper.size)) * coarse)))
+        # The rare losses beyond which the mass on either side, T times over, is below 5e-5 delta go to +inf
+        # (C++'s rare cuts): the steps' own tails are cut at the base pair's e^log_tail, at tiny rates far
+        # beyond what the query sees (sigma=0.614, q=9.4e-8, T=4.8e7, delta=8.4e-15: losses up to 2.9
+        # against 0.9), and the span left sets M's tilt below.
+        losses = (rare.upper_low + np.arange(rare.log_upper.size)) * coarse
+        cut_low, cut_high = _rare_cuts(losses, np.asarray(rare.log_upper), steps, 5e-5 * delta)
+        kept = losses[(losses >= cut_low) & (losses <= cut_high)]
+        rare_top = float(np.max(np.abs(kept))) if kept.size else float(np.max(np.abs(losses)))
         # M's tilt lifts the queried delta over M's round-off but multiplies its far rare losses
         # by e^{rare_tilt rare_top}: that range is kept to e^30 at delta >= 1e-8 and widened to
         # e^45 (``range_cap``) for the tiniest deltas (measured on bench/pld_regimes.py: sigma=0.8,
@@ -1280,7 +1287,19 @@ class PLDAccountant(Accountant):
         rare_tilt = min(tilt, dynamic_range / max(rare_top, 1e-12))
         size = self._max_size if max_size is None else min(max_size, self._max_size)
         block_steps, g_ratio = _split_stages(small, steps - min(rare_max, steps), ratio, tilt)
-        return _core.pld.SplitComposedPld(small, rare, steps, rare_max, tilt, rare_tilt, size, block_steps, g_ratio)
+        # M also at the query's tilt and a tenth below the one that puts M's own tilted mass at epsilon
+        # (_m_saddle_tilt), each where not within 10 % of one built (C++ caps them where their weights
+        # across G's window would overflow); each bound takes the best. No one tilt serves: with few hits at
+        # a tiny delta the query's is the best (sigma=0.614, q=9.4e-8, T=4.8e7, epsilon(8.4e-15), the add
+        # direction: upper bound 0.398 at the range's 15.3, 0.068 at 100), with many hits the saddle's
+        # (sigma=0.644, q=7e-6, T=5.6e7, 28 rare steps, saddle 10.3: the same [1.6416, 1.6423] from 9 to
+        # 10.5, nothing certified from 11.3, where M's tilted mass leaves epsilon for the far hits, e^32
+        # above it; the query's is 17.3). The tenth keeps it off that edge.
+        saddle = 0.9 * _m_saddle_tilt(small, rare, steps, min(rare_max, steps), epsilon, tilt)
+        return _core.pld.SplitComposedPld(
+            small, rare, steps, rare_max, tilt, rare_tilt, size, block_steps, g_ratio, more_rare_tilts=[saddle, tilt],
+            rare_cut_low=cut_low, rare_cut_high=cut_high,
+        )
 
     def _refine_split(
         self, spec: _Spec, direction: str, steps: float, epsilon: float, allowed: float,
@@ -1368,7 +1387,12 @@ class PLDAccountant(Accountant):
             if located and not math.isfinite(up):
                 return best_lower, best_upper  # the refined G cannot certify an upper bound: finer will not either
             estimate = best_upper if math.isfinite(best_upper) else max(best_lower, estimate / 16.0)
-        if refined and not met() and best_lower > 0.0:
+        # (Inside a delta query's epsilon search only where the interval is within 2x: far wider, the split
+        # composition is not the one resolving it, and the last try's fine grids cost seconds for nothing:
+        # sigma=0.996, q=9.9e-7, T=3773, delta(0.00953) ~ 1.1e-21, 3.7e-3 expected hits, [0.00049, 0.0135]
+        # at the search's delta, 4.4 s, where the composition with one rare step answers in 0.02 s.)
+        polish = self._probe is None or best_upper <= 2.0 * best_lower
+        if refined and not met() and best_lower > 0.0 and polish:
             best_lower, best_upper = self._split_last_try(groups, direction, delta, best_lower, best_upper)
         return best_lower, best_upper
 
@@ -1402,7 +1426,12 @@ class PLDAccountant(Accountant):
         in _LAST_TRY_SIZE cells of the rare grid (4 allowed); both answers are certified.
         """
         allowed = self._relative_accuracy * lower
-        composed = self._fine_split(groups, direction, upper, delta, allowed)
+        # Aimed at the upper bound while the interval is narrow; at the geometric mean of its ends where
+        # it is wider than 2x: the tilts follow 1 / epsilon, and an upper bound held up by too small a tilt
+        # keeps it so (sigma=0.6144, q=9.405e-8, T=4.76e7, epsilon(8.375e-15): [0.0851, 0.126] aimed at
+        # 0.126, [0.0851, 0.0866] aimed at 0.104).
+        aim = upper if upper <= 2.0 * lower else math.sqrt(lower * upper)
+        composed = self._fine_split(groups, direction, aim, delta, allowed)
         if composed is None:
             return lower, upper
         if self._probe is not None:
@@ -1416,7 +1445,8 @@ class PLDAccountant(Accountant):
             # Still wide at a delta whose range the cap limited: once more with M's range widened (sigma=0.692,
             # q=4.2e-6, T=3.6e7, delta=1.3e-15: [1.0634, 1.0782] at e^45, [1.07629, 1.07763] at e^58). Not inside
             # a delta query's search (sigma=2.47, q=8e-8, T=1.6e6, delta(2.5e-4): 1.3 s more for the same answer).
-            composed = self._fine_split(groups, direction, upper, delta, allowed, range_cap=_SPLIT_RANGE_WIDE)
+            aim = upper if upper <= 2.0 * lower else math.sqrt(lower * upper)
+            composed = self._fine_split(groups, direction, aim, delta, allowed, range_cap=_SPLIT_RANGE_WIDE)
             if composed is not None:
                 lo, up, _ = composed.epsilon_bounds(delta)
                 lower, upper = max(lower, lo), min(upper, up)
@@ -1461,14 +1491,24 @@ class PLDAccountant(Accountant):
         self, groups: list[tuple[_Spec, int]], direction: str, epsilon: float, estimate: float, allowed: float,
     ) -> tuple[float, float]:
         """Certified delta bounds from the split composition (``allowed``: the epsilon error to aim at)."""
+        lower, upper, _ = self._split_delta_slope(groups, direction, epsilon, estimate, allowed)
+        return lower, upper
+
+    def _split_delta_slope(
+        self, groups: list[tuple[_Spec, int]], direction: str, epsilon: float, estimate: float, allowed: float,
+    ) -> tuple[float, float, float | None]:
+        """``_split_delta``'s bounds and the slope lambda measured on the same composition's upper bounds
+        (``_measured_slope``, a step of at least four of its rare cells), or None."""
         try:
             composed = self._split_composed(
                 groups, direction, epsilon, max(min(estimate, 0.5), 1e-300), refine=True, allowed=allowed
             )
         except ValueError:
-            return 0.0, 1.0
+            return 0.0, 1.0, None
         lo, up = composed.delta_bounds(np.array([epsilon]))
-        return float(lo[0]), float(up[0])
+        upper = float(up[0])
+        step = max(4.0 * float(composed.rare_discretization), 1e-3 * max(epsilon, 1.0))
+        return float(lo[0]), upper, _measured_slope(composed, epsilon, upper, step)
 
     # -- composition with at most one rare step (few steps, tiny rates, small deltas) ----------
 
@@ -1711,7 +1751,7 @@ class PLDAccountant(Accountant):
                 continue
             order = sorted(directions, key=lambda r: -self._guide_delta(groups, r, float(e)).value)
             for direction in order:
-                lo, up = self._delta_one_direction(groups, direction, float(e), lo_all, up_all)
+                lo, up = self._delta_one_direction(groups, direction, float(e), self._settled_below(lo_all, up_all), up_all)
                 # (A direction whose upper bound is below the other's lower bound cannot raise the maximum.)
                 if tests is not None and lo < (1.0 - self._relative_accuracy) * up and up > lo_all:
                     lo = max(lo, min(threshold_delta_lower(tests, float(e), direction), up))
@@ -1759,7 +1799,10 @@ class PLDAccountant(Accountant):
             first_lower, first_upper = self._one_rare_delta(groups, direction, epsilon, guide.value)
             if first_upper - first_lower <= self._relative_accuracy * first_upper or first_upper <= irrelevant_below:
                 return first_lower, first_upper
-        lower, upper = self._delta_by_grids(groups, direction, epsilon, irrelevant_below, other_upper)
+        # (The first interval goes in only where it is within a factor 2: a wider one can be far off.)
+        informative = 0.0 < first_lower and first_upper <= 2.0 * first_lower
+        first_known = (first_lower, first_upper) if informative else (0.0, 1.0)
+        lower, upper = self._delta_by_grids(groups, direction, epsilon, irrelevant_below, other_upper, *first_known)
         # (Both certified: the first answer is kept. It had been dropped when the grids ran after it:
         # sigma=0.331, q=2.75e-8, T=2, delta(0) was [4.42e-8, 4.78e-8] after a first [4.51e-8, 4.56e-8].)
         lower, upper = max(lower, first_lower), min(upper, first_upper)
@@ -1779,9 +1822,13 @@ class PLDAccountant(Accountant):
 
     def _delta_by_grids(
         self, groups: list[tuple[_Spec, int]], direction: str, epsilon: float, irrelevant_below: float,
-        other_upper: float,
+        other_upper: float, known_lower: float = 0.0, known_upper: float = 1.0,
     ) -> tuple[float, float]:
-        """The whole-grid and split compositions' bounds for one direction (see _delta_one_direction)."""
+        """The whole-grid and split compositions' bounds for one direction (see _delta_one_direction).
+
+        ``[known_lower, known_upper]``: certified bounds found before (the composition with at most one rare
+        step), which the stopping tests and the epsilon search's aim start from.
+        """
         if irrelevant_below > 0.0 or other_upper > 0.0:
             # A direction whose certified Chernoff bound lies far below the other direction's
             # lower bound cannot change the maximum, nor one far below its upper bound the
@@ -1829,12 +1876,17 @@ class PLDAccountant(Accountant):
             per_step = math.sqrt(2.0 * self._relative_accuracy) * spread / math.sqrt(steps_in_all)
             cap = min(cap, max(per_step, span / _TV_STEP_CELLS))
         discretization = self._grid(groups, direction, allowed, epsilon, cap=cap)
-        best_lower, best_upper = 0.0, 1.0
+        # (Started from the known interval: sigma=0.578, q=1.98e-8, T=8.5e6, delta(0.00689) ~ 1.28e-12 had
+        # [1.2775e-12, 1.2862e-12] from the composition with one rare step; the epsilon search then aimed at
+        # a tenth of the split composition's upper bound, 1.6e-13, and the grids spent 14.7 s for nothing.)
+        best_lower, best_upper = known_lower, known_upper
         split = self._split_applies(groups)
         # (The split composition's kinds at a small rate with more hits than _split_applies takes: a last pass.)
         split_kinds = not split and self._split_kinds_apply(groups)
         if split and groups[0][0].sampling_probability <= _SPLIT_FIRST_RATE:
-            best_lower, best_upper = self._split_delta(groups, direction, epsilon, guide.value, allowed)
+            aim = math.sqrt(known_lower * known_upper) if known_lower > 0.0 else guide.value
+            lo, up = self._split_delta(groups, direction, epsilon, aim, allowed)
+            best_lower, best_upper = max(best_lower, lo), min(best_upper, up)
             split = False
             if best_upper - best_lower <= self._relative_accuracy * best_upper or best_upper <= irrelevant_below:
                 return best_lower, best_upper
@@ -1886,7 +1938,14 @@ class PLDAccountant(Accountant):
                 # alone it gives [7.456e-10, 7.481e-10] in 0.02 s). Not where the grid knows nothing (upper
                 # 1): the search then skips at once, and a split interval would start it for nothing
                 # (sigma=19.4, q=1.9e-6, T=47925, delta(0.028) ~ 1e-32: 0.6 s -> 1.5 s).
-                lo, up = self._split_delta(groups, direction, epsilon, best_upper, allowed)
+                lo, up, split_slope = self._split_delta_slope(groups, direction, epsilon, best_upper, allowed)
+                if split_slope is not None and up < 0.5 * best_upper:
+                    # The first grid's upper bound far above the split's: its slope was measured where
+                    # round-off and cells flatten it; the split's is the one to aim the search at
+                    # (sigma=1.17, q=3e-6, T=1.6e7, delta(0.0706) ~ 1.5e-11: 61 on the grid, 480 on the
+                    # split composition and on the search's grids; aimed at 61, the first round's three
+                    # grids, 0.5 s, did not count).
+                    measured = split_slope if measured is None else max(measured, split_slope)
                 best_lower, best_upper = max(best_lower, lo), min(best_upper, up)
                 split = False
                 if best_upper - best_lower <= self._relative_accuracy * best_upper or best_upper <= irrelevant_below:
@@ -2159,6 +2218,20 @@ class PLDAccountant(Accountant):
             return None
         return float(spec.parameters[0]), float(spec.sampling_probability)
 
+    def _settled_below(self, lower: float, upper: float) -> float:
+        """Below what the next direction's upper bound cannot change the answer, given the directions
+        done so far: their lower bound, or their upper bound where their interval is within twice the
+        target (the answer, the maximum over the directions, is then at most that wide whatever the
+        next direction's lower bound; only a lower bound above theirs could narrow it).
+
+        (sigma=6.6, q=4.5e-7, T=9.6e7, delta(0.0023): the remove direction gave [5.678e-8, 5.707e-8],
+        0.50 %; the add direction's first grid 5.707e-8 as its upper bound, and three more grids, 3 s,
+        for an add interval that left the answer as it was.)
+        """
+        if upper - lower <= 2.0 * self._relative_accuracy * upper:
+            return upper
+        return lower
+
     def _epsilon_bounds_one(
         self, groups: list[tuple[_Spec, int]], tests: list[tuple[float, float, float]] | None, target: float
     ) -> tuple[float, float]:
@@ -2168,7 +2241,7 @@ class PLDAccountant(Accountant):
         # first, and the other is refined only while its upper bound exceeds that lower bound.
         order = sorted(self._directions(groups), key=lambda r: -self._guide_epsilon(groups, r, target).value)
         for direction in order:
-            lo, up = self._epsilon_one_direction(groups, direction, target, lo_all)
+            lo, up = self._epsilon_one_direction(groups, direction, target, self._settled_below(lo_all, up_all))
             # (A direction whose upper bound is below the other's lower bound cannot raise the maximum.)
             if tests is not None and lo < (1.0 - self._relative_accuracy) * up and up > lo_all:
                 lo = max(lo, min(threshold_epsilon_lower(tests, target, direction), up))
@@ -2411,7 +2484,7 @@ _ONE_RARE_FINER = 4.0  # an epsilon query's band this many times as fine once it
 _ONE_RARE_FINER_MISS = 4.0  # ... where the interval is at most this many times the target
 _ONE_RARE_TV_FINEST = 256.0  # the finest band of a delta(0) query, in cells per allowed error
 _ONE_RARE_TV_ATTEMPTS = 6  # ... and its most compositions (coarser bands where one does not fit, re-aims, finer ones)
-_ONE_RARE_DELTA_FINEST = 320.0  # ... and of a delta query at epsilon > 0
+_ONE_RARE_DELTA_FINEST = 1280.0  # ... and of a delta query at epsilon > 0
 _ONE_RARE_EARLY_HITS = 1.0  # a delta query tries it before the grids with at most this many expected hits
 _ONE_RARE_TILT = 1.0  # the band's tilt, times its saddle point at epsilon
 _ONE_RARE_FIRST_HITS = 0.01  # it goes first at q <= _SPLIT_MAX_RATE with at most this many expected hits
@@ -2653,6 +2726,71 @@ def _beyond_ratio(d: float, count: int, variance: float, support: float, limit: 
         if low <= r <= high:
             candidates.add(r)
     return min(sorted(candidates), key=cost)
+
+
+def _rare_cuts(
+    losses: NDArray[np.float64], log_mass: NDArray[np.float64], steps: float, allowed: float
+) -> tuple[float, float]:
+    """Losses of the grid beyond which the rare part's upper mass on each side, ``steps`` times over, is at
+    most ``allowed``: the largest negative one below and the smallest positive one above (-inf and +inf
+    where there is none)."""
+    if not (allowed > 0.0) or losses.size == 0:
+        return -math.inf, math.inf
+    limit = math.log(allowed) - math.log(steps)
+    with np.errstate(divide="ignore"):
+        # Mass strictly above and strictly below each loss: reversed and forward cumulative log-sums, shifted.
+        above = np.append(np.logaddexp.accumulate(log_mass[::-1])[::-1][1:], -math.inf)
+        below = np.insert(np.logaddexp.accumulate(log_mass)[:-1], 0, -math.inf)
+    high_fits = (above <= limit) & (losses > 0.0)
+    low_fits = (below <= limit) & (losses < 0.0)
+    high = float(losses[int(np.argmax(high_fits))]) if high_fits.any() else math.inf
+    low = float(losses[len(losses) - 1 - int(np.argmax(low_fits[::-1]))]) if low_fits.any() else -math.inf
+    return low, high
+
+
+def _m_saddle_tilt(small: Any, rare: Any, steps: float, rare_max: float, epsilon: float, cap: float) -> float:
+    """The tilt t in [0, cap] that maximises ``t epsilon - log Z(t)``, Z(t) the tilted total of the split
+    composition's M = sum_{h <= H} C(T, h) s^(H - h) r^h (s, r the small and rare parts' upper masses):
+    where M's tilted mass sits at epsilon, so that its entries there stand furthest above the round-off
+    of the tilted total (the saddle point of M's cumulant; the value there is its Chernoff exponent).
+    A choice of tilt only (any tilt gives certified bounds): searched on 49 points, geometric from cap /
+    2^12, and 0."""
+    if not (cap > 0.0 and epsilon > 0.0):
+        return 0.0
+    tilts = np.concatenate(([0.0], cap * np.geomspace(2.0**-12, 1.0, 49)))
+
+    def log_norms(part: Any) -> NDArray[np.float64]:
+        log_mass = np.asarray(part.log_upper)
+        loss = (part.upper_low + np.arange(log_mass.size)) * part.discretization
+        if log_mass.size > 1024:
+            # (The small part can have 1e5-1e6 cells: merged into 512 blocks at their largest loss, an upper
+            # bound on each block's tilted mass for t >= 0, and close enough to choose a tilt.)
+            starts = np.arange(0, log_mass.size, -(-log_mass.size // 512))
+            with np.errstate(invalid="ignore"):
+                log_mass = np.logaddexp.reduceat(log_mass, starts)
+            loss = np.append(loss[starts[1:] - 1], loss[-1])
+        finite = np.isfinite(log_mass)
+        if not finite.any():
+            return np.full(tilts.size, -math.inf)
+        loss = loss[finite]
+        exponents = log_mass[finite][None, :] + tilts[:, None] * loss[None, :]
+        top = exponents.max(axis=1)
+        return np.asarray(top + np.log(np.exp(exponents - top[:, None]).sum(axis=1)), dtype=np.float64)
+
+    h = np.arange(int(rare_max) + 1, dtype=np.float64)
+    binomial = math.lgamma(steps + 1.0) - np.array([math.lgamma(x + 1.0) + math.lgamma(steps - x + 1.0) for x in h])
+    # (Parts without mass give -inf norms, and 0 x -inf is NaN: those terms are dropped.)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        log_s, log_r = log_norms(small), log_norms(rare)
+        terms = binomial[None, :] + (rare_max - h)[None, :] * log_s[:, None] + h[None, :] * log_r[:, None]
+        terms = np.where(np.isnan(terms), -math.inf, terms)
+        top = terms.max(axis=1)
+        log_z = top + np.log(np.exp(terms - np.where(np.isfinite(top), top, 0.0)[:, None]).sum(axis=1))
+        score = tilts * epsilon - log_z
+    score = np.where(np.isfinite(score), score, -math.inf)
+    if not np.isfinite(score).any():
+        return 0.0
+    return float(tilts[int(np.argmax(score))])
 
 
 def _binomial_tail_count(steps: float, rate: float, allowed: float) -> int:

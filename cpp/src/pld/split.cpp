@@ -42,6 +42,40 @@ struct Part {
   double log_mass;
 };
 
+// The rare part with its losses outside [low, high] sent to +inf: their upper masses join
+// infinity_upper (which raises any delta by at most that mass, wherever they were) and their labels
+// are dropped, P- and Q-mass together (post-processing: those outcomes become one that no threshold
+// test counts). Any cut is certified; the caller cuts where the mass moved is far below the queried
+// delta.
+StepPmf cut_rare(const StepPmf& rare, double low, double high) {
+  if (!(low > kNegInf || high < kInf) || rare.log_upper.empty() || !rare.log_q_mid.empty()) return rare;
+  const double d = rare.discretization;
+  const auto n = static_cast<long>(rare.log_upper.size());
+  // Grid indices kept: [first, last] (at least one entry).
+  const long lo_index = low > kNegInf ? static_cast<long>(std::ceil(low / d)) : rare.upper_low;
+  const long hi_index = high < kInf ? static_cast<long>(std::floor(high / d)) : rare.upper_low + n - 1;
+  const long first = std::clamp(lo_index - rare.upper_low, 0L, n - 1);
+  const long last = std::clamp(hi_index - rare.upper_low, first, n - 1);
+  if (first == 0 && last == n - 1) return rare;
+  StepPmf out = rare;
+  double moved = kNegInf;
+  for (long j = 0; j < n; ++j) {
+    if (j < first || j > last) moved = log_add(moved, rare.log_upper[static_cast<std::size_t>(j)]);
+  }
+  out.upper_low = rare.upper_low + first;
+  out.log_upper.assign(rare.log_upper.begin() + first, rare.log_upper.begin() + last + 1);
+  if (moved > kNegInf) out.infinity_upper = std::min((rare.infinity_upper + std::exp(moved)) * (1.0 + 8.0 * kU), 1.0);
+  // Labels: the same losses kept (label k at loss k d), at least one.
+  const auto m = static_cast<long>(rare.log_p.size());
+  const long l_first = std::clamp(rare.upper_low + first - rare.label_low, 0L, m - 1);
+  const long l_last = std::clamp(rare.upper_low + last - rare.label_low, l_first, m - 1);
+  out.label_low = rare.label_low + l_first;
+  out.log_p.assign(rare.log_p.begin() + l_first, rare.log_p.begin() + l_last + 1);
+  out.log_q.assign(rare.log_q.begin() + l_first, rare.log_q.begin() + l_last + 1);
+  summarise(out);
+  return out;
+}
+
 }  // namespace
 
 SplitStep discretize_split(const MonotonePair& pair, double d, long ratio, long tau_index, double log_tail,
@@ -223,12 +257,17 @@ StepPmf coarsen(const StepPmf& fine, long ratio) {
 }
 
 SplitComposedPld::SplitComposedPld(const SplitStep& split, double count, long rare_max, double tilt,
-                                   double rare_tilt, std::size_t max_size, long block_steps, long g_ratio) {
+                                   double rare_tilt, std::size_t max_size, long block_steps, long g_ratio,
+                                   const std::vector<double>& more_rare_tilts, double rare_cut_low,
+                                   double rare_cut_high) {
   require_nonnegative_finite("rare_tilt", rare_tilt);
+  for (const double t : more_rare_tilts) require_nonnegative_finite("more_rare_tilts", t);
   if (!(count >= 1.0 && count == std::floor(count) && count < 9.0e15)) fail("count", "an integer >= 1", count);
   require_nonnegative_finite("tilt", tilt);
+  if (std::isnan(rare_cut_low)) fail("rare_cut_low", "a number", rare_cut_low);
+  if (std::isnan(rare_cut_high)) fail("rare_cut_high", "a number", rare_cut_high);
   const StepPmf& small = split.small;
-  const StepPmf& rare = split.rare;
+  const StepPmf rare = cut_rare(split.rare, rare_cut_low, rare_cut_high);
   d_fine_ = small.discretization;
   d_coarse_ = rare.discretization;
   g_step_ = d_fine_;
@@ -322,7 +361,7 @@ SplitComposedPld::SplitComposedPld(const SplitStep& split, double count, long ra
 
   // M = sum_{h <= H} C(T, h) s'^(H - h) r^h on the coarse grid, for the three sequences.
   const StepPmf coarse = coarsen(small, ratio);
-  const Part parts[3][2] = {
+  const Part supports[3][2] = {
       {{&coarse.log_upper, coarse.upper_low, log_total(coarse.log_upper)},
        {&rare.log_upper, rare.upper_low, log_total(rare.log_upper)}},
       {{&coarse.log_p, coarse.label_low, log_total(coarse.log_p)},
@@ -331,7 +370,7 @@ SplitComposedPld::SplitComposedPld(const SplitStep& split, double count, long ra
        {&rare.log_q, rare.label_low, log_total(rare.log_q)}},
   };
   long lo = std::numeric_limits<long>::max(), hi = std::numeric_limits<long>::min();
-  for (const auto& kind : parts) {
+  for (const auto& kind : supports) {
     for (const Part& p : kind) {
       lo = std::min(lo, rare_max_ * p.low);
       hi = std::max(hi, rare_max_ * (p.low + static_cast<long>(p.logs->size()) - 1));
@@ -345,6 +384,35 @@ SplitComposedPld::SplitComposedPld(const SplitStep& split, double count, long ra
   }
   size_ = size;
   m_start_ = lo;
+  m_.push_back(build_m(coarse, rare, count, rare_tilt));
+  // A second M where asked, capped so that the weights e^{-tilt (k - k_ref)} across the middle of
+  // upper_bound and threshold_value (G's window and a few rare cells) stay below e^600.
+  for (const double wanted : more_rare_tilts) {
+    const double span = std::max(g_high_ - g_low_, 0.0) + 4.0 * d_coarse_;
+    const double t = std::min(wanted, 600.0 / span);
+    bool distinct = t > 0.0;
+    for (const MSet& set : m_) distinct = distinct && (t > 1.1 * set.u.tilt || t < 0.9 * set.u.tilt);
+    if (distinct) m_.push_back(build_m(coarse, rare, count, t));
+  }
+}
+
+std::vector<double> SplitComposedPld::rare_tilts() const {
+  std::vector<double> tilts;
+  for (const MSet& set : m_) tilts.push_back(set.u.tilt);
+  return tilts;
+}
+
+SplitComposedPld::MSet SplitComposedPld::build_m(const StepPmf& coarse, const StepPmf& rare, double count,
+                                                 double rare_tilt) {
+  const double h_max = static_cast<double>(rare_max_);
+  const Part parts[3][2] = {
+      {{&coarse.log_upper, coarse.upper_low, log_total(coarse.log_upper)},
+       {&rare.log_upper, rare.upper_low, log_total(rare.log_upper)}},
+      {{&coarse.log_p, coarse.label_low, log_total(coarse.log_p)},
+       {&rare.log_p, rare.label_low, log_total(rare.log_p)}},
+      {{&coarse.log_q, coarse.label_low, log_total(coarse.log_q)},
+       {&rare.log_q, rare.label_low, log_total(rare.log_q)}},
+  };
   std::unique_ptr<fft::RealPlan> own_plan;
   const fft::RealPlan* cached = fft::cached_real_plan(size_);
   if (cached == nullptr) own_plan = std::make_unique<fft::RealPlan>(size_);
@@ -352,7 +420,8 @@ SplitComposedPld::SplitComposedPld(const SplitStep& split, double count, long ra
   const double eta = fft::error_bound(size_);
   const auto n_mod = static_cast<long>(size_);
   const double lgamma_t = std::lgamma(count + 1.0);
-  Tilted* outs[3] = {&mu_, &mp_, &mq_};
+  MSet set;
+  Tilted* outs[3] = {&set.u, &set.p, &set.q};
   double tails[3] = {0.0, 0.0, 0.0};
   double magnitude = 0.0;
   for (int kind = 0; kind < 3; ++kind) {
@@ -472,9 +541,10 @@ SplitComposedPld::SplitComposedPld(const SplitStep& split, double count, long ra
     }
   }
   // Relative rounding of the inputs (each log within ~4 u of its magnitude, H + 1 factors per term).
-  rel_ = (h_max + 2.0) * 8.0 * kU * (2.0 + magnitude) + 4.0 * kU * static_cast<double>(size_ + 8);
-  tail_u_ = tails[0];
+  set.rel = (h_max + 2.0) * 8.0 * kU * (2.0 + magnitude) + 4.0 * kU * static_cast<double>(size_ + 8);
+  tail_u_ = tails[0];  // (the h > H terms do not depend on the tilt)
   tail_q_ = tails[2];
+  return set;
 }
 
 std::size_t SplitComposedPld::fine_size() const {
@@ -553,8 +623,8 @@ Middle middle_sum(const std::vector<double>& c, double tilt, long start, double 
 // instead at a loss y1 <= eps - g_high: below it U_G(eps - k D_R) <= U_G's Chernoff bound
 // at eps - y1, times M's total; above it M_k = c_i e^{log_scale - tilt k D_R} with
 // k D_R > y1 sums to at most e^{log_scale - tilt y1} (sum c + err sqrt(n)), times U_G(g_high).
-double SplitComposedPld::edge_upper(double eps, long i_a) const {
-  const Tilted& m = mu_;
+double SplitComposedPld::edge_upper(const MSet& set, double eps, long i_a) const {
+  const Tilted& m = set.u;
   const double total = std::exp(m.log_total);
   const double at_edge = g_upper(g_high_);
   double best = at_edge * total;
@@ -575,15 +645,22 @@ double SplitComposedPld::edge_upper(double eps, long i_a) const {
 // the closed form mass - e^{eps - k D_R} X below g_low (i >= i_b: tilted suffix sums),
 // and evaluated one by one in between.
 double SplitComposedPld::upper_bound(double epsilon_in) const {
+  // Each set of M gives a certified bound: the smallest.
+  double best = 1.0;
+  for (const MSet& set : m_) best = std::min(best, upper_with(set, epsilon_in));
+  return best;
+}
+
+double SplitComposedPld::upper_with(const MSet& set, double epsilon_in) const {
   const double eps = epsilon_in - epsilon_slack_;
   const long n = static_cast<long>(size_);
   const double dc = d_coarse_;
-  const Tilted& m = mu_;
+  const Tilted& m = set.u;
   if (m.log_total == kNegInf) return std::max(std::min(tail_u_ + inf_upper_, 1.0), std::numeric_limits<double>::denorm_min());
   const long i_a = std::min(static_cast<long>(std::floor((eps - g_high_) / dc)) - m_start_, n - 1);
   const long i_b = std::max(static_cast<long>(std::floor((eps - g_low_) / dc)) + 1 - m_start_, i_a + 1);
   double value = 0.0;
-  if (i_a >= 0) value += edge_upper(eps, i_a);
+  if (i_a >= 0) value += edge_upper(set, eps, i_a);
   const Middle mid = middle_sum(m.c, m.tilt, m_start_, dc, i_a, i_b, [&](double k) { return g_upper(eps - k); });
   // The weights e^{-tilt (k - k_ref)} overflow where tilt times the span of the middle exceeds
   // ~709 (then 0 * inf = NaN): no finite bound is known there, and 1 is the certified answer.
@@ -604,56 +681,82 @@ double SplitComposedPld::upper_bound(double epsilon_in) const {
                           with_x * (1.0 - 4.0 * kU * static_cast<double>(n + 8)),
                       0.0);
   }
-  value *= std::exp(rel_);
+  value *= std::exp(set.rel);
   if (std::isnan(value)) return 1.0;  // (inf - inf in the suffix part: nothing is known)
   return std::max(std::min(value + tail_u_ + inf_upper_, 1.0), std::numeric_limits<double>::denorm_min());
 }
 
-// P(Z >= z) - e^eps Q(Z >= z) for the statistic Z = K_M D_R + K_G D_S (labels).
+// A lower bound on P(Z >= z) for the statistic Z = K_M D_R + K_G D_S (labels) from one set
+// of M: 0 above G's windows; explicit in the middle; a constant times a suffix below.
+double SplitComposedPld::p_tail(const MSet& set, double z, long i_a, long i_b) const {
+  const long n = static_cast<long>(size_);
+  const double dc = d_coarse_;
+  const double rel = 4.0 * kU * static_cast<double>(n + 8);
+  const Tilted& mp = set.p;
+  double p_value = 0.0;
+  if (mp.log_total > kNegInf) {
+    const Middle mid = middle_sum(mp.c, mp.tilt, m_start_, dc, i_a, i_b, [&](double k) { return g_p(z - k); });
+    // (Weights that overflowed, NaN or inf: this part is dropped, which only lowers P.)
+    const bool finite = std::isfinite(mid.sum) && std::isfinite(mid.norm);
+    const double part = finite ? mid.sum * (1.0 - rel) - mp.err * mid.norm : 0.0;
+    double total = part > 0.0 ? std::exp(mp.log_scale + mid.tilt_ref + std::log(part)) : 0.0;
+    if (i_b < n) {
+      const auto b = static_cast<std::size_t>(std::max(i_b, 0L));
+      const double kb = static_cast<double>(m_start_ + static_cast<long>(b)) * dc;
+      const double s = mp.suffix[b] * (1.0 - rel) - mp.err * decay_norm(mp.tilt, dc, size_);
+      if (s > 0.0 && g_mass_p_low_ > 0.0) total += std::exp(std::log(g_mass_p_low_) + mp.log_scale - mp.tilt * kb + std::log(s));
+    }
+    p_value = total * std::exp(-set.rel);
+  }
+  p_value += inf_lower_;
+  // (An overflowed scale proves nothing.)
+  return p_value > 0.0 && !std::isinf(p_value) ? p_value : 0.0;
+}
+
+// An upper bound on Q(Z >= z) from one set of M (NaN where it proves nothing): M's exact
+// total times Q_G(g_high) above; explicit; a suffix below.
+double SplitComposedPld::q_tail(const MSet& set, double z, long i_a, long i_b) const {
+  const long n = static_cast<long>(size_);
+  const double dc = d_coarse_;
+  const double rel = 4.0 * kU * static_cast<double>(n + 8);
+  const Tilted& mq = set.q;
+  double q_value = 0.0;
+  if (mq.log_total > kNegInf) {
+    double total = 0.0;
+    if (i_a >= 0) total += g_q(g_high_) * std::exp(mq.log_total);
+    const Middle mid = middle_sum(mq.c, mq.tilt, m_start_, dc, i_a, i_b, [&](double k) { return g_q(z - k); });
+    // Q is taken high: a middle whose weights overflowed (NaN or inf) leaves no test here.
+    // (P's side may only drop mass: a non-finite P middle counts as 0 above.)
+    if (!(std::isfinite(mid.sum) && std::isfinite(mid.norm))) return std::numeric_limits<double>::quiet_NaN();
+    const double middle = mid.sum * (1.0 + rel) + mq.err * mid.norm;
+    if (middle > 0.0) total += std::exp(mq.log_scale + mid.tilt_ref + std::log(middle));
+    if (i_b < n) {
+      const auto b = static_cast<std::size_t>(std::max(i_b, 0L));
+      const double kb = static_cast<double>(m_start_ + static_cast<long>(b)) * dc;
+      const double s = mq.suffix[b] * (1.0 + rel) + mq.err * decay_norm(mq.tilt, dc, size_);
+      if (s > 0.0 && g_mass_q_ > 0.0) total += std::exp(std::log(g_mass_q_) + mq.log_scale - mq.tilt * kb + std::log(s));
+    }
+    q_value = total * std::exp(set.rel);
+  }
+  return q_value + tail_q_;
+}
+
+// P(Z >= z) - e^eps Q(Z >= z): P from the set that bounds it highest, Q from the one that bounds
+// it lowest (each bound certified on its own).
 double SplitComposedPld::threshold_value(double epsilon, double z) const {
   const long n = static_cast<long>(size_);
   const double dc = d_coarse_;
   const long i_a = std::min(static_cast<long>(std::floor((z - g_high_) / dc)) - m_start_, n - 1);
   const long i_b = std::max(static_cast<long>(std::floor((z - g_low_) / dc)) + 1 - m_start_, i_a + 1);
-  const double rel = 4.0 * kU * static_cast<double>(n + 8);
-  // P side (low): 0 above G's windows; explicit in the middle; a constant times a suffix below.
-  double p_value = 0.0, q_value = 0.0;
-  if (mp_.log_total > kNegInf) {
-    const Middle mid = middle_sum(mp_.c, mp_.tilt, m_start_, dc, i_a, i_b, [&](double k) { return g_p(z - k); });
-    // (Weights that overflowed, NaN or inf: this part is dropped, which only lowers P.)
-    const bool finite = std::isfinite(mid.sum) && std::isfinite(mid.norm);
-    const double part = finite ? mid.sum * (1.0 - rel) - mp_.err * mid.norm : 0.0;
-    double total = part > 0.0 ? std::exp(mp_.log_scale + mid.tilt_ref + std::log(part)) : 0.0;
-    if (i_b < n) {
-      const auto b = static_cast<std::size_t>(std::max(i_b, 0L));
-      const double kb = static_cast<double>(m_start_ + static_cast<long>(b)) * dc;
-      const double s = mp_.suffix[b] * (1.0 - rel) - mp_.err * decay_norm(mp_.tilt, dc, size_);
-      if (s > 0.0 && g_mass_p_low_ > 0.0) total += std::exp(std::log(g_mass_p_low_) + mp_.log_scale - mp_.tilt * kb + std::log(s));
-    }
-    p_value = total * std::exp(-rel_);
+  double p_value = 0.0;
+  for (const MSet& set : m_) p_value = std::max(p_value, p_tail(set, z, i_a, i_b));
+  if (!(p_value > 0.0)) return 0.0;
+  double q_value = std::numeric_limits<double>::infinity();
+  for (const MSet& set : m_) {
+    const double v = q_tail(set, z, i_a, i_b);
+    if (!std::isnan(v)) q_value = std::min(q_value, v);
   }
-  p_value += inf_lower_;
-  if (!(p_value > 0.0) || std::isinf(p_value)) return 0.0;  // (an overflowed scale proves nothing)
-  // Q side (high): M's exact total times Q_G(g_high) above; explicit; a suffix below.
-  if (mq_.log_total > kNegInf) {
-    double total = 0.0;
-    if (i_a >= 0) total += g_q(g_high_) * std::exp(mq_.log_total);
-    const Middle mid = middle_sum(mq_.c, mq_.tilt, m_start_, dc, i_a, i_b, [&](double k) { return g_q(z - k); });
-    // Q is taken high: a middle whose weights overflowed (NaN or inf) leaves no test here.
-    // (P's side may only drop mass: a non-finite P middle counts as 0 above.)
-    if (!(std::isfinite(mid.sum) && std::isfinite(mid.norm))) return 0.0;
-    const double middle = mid.sum * (1.0 + rel) + mq_.err * mid.norm;
-    if (middle > 0.0) total += std::exp(mq_.log_scale + mid.tilt_ref + std::log(middle));
-    if (i_b < n) {
-      const auto b = static_cast<std::size_t>(std::max(i_b, 0L));
-      const double kb = static_cast<double>(m_start_ + static_cast<long>(b)) * dc;
-      const double s = mq_.suffix[b] * (1.0 + rel) + mq_.err * decay_norm(mq_.tilt, dc, size_);
-      if (s > 0.0 && g_mass_q_ > 0.0) total += std::exp(std::log(g_mass_q_) + mq_.log_scale - mq_.tilt * kb + std::log(s));
-    }
-    q_value = total * std::exp(rel_);
-  }
-  q_value += tail_q_;
-  if (std::isnan(q_value)) return 0.0;
+  if (!std::isfinite(q_value)) return 0.0;
   const double log_p = std::log(p_value), log_q = epsilon + std::log(q_value);
   if (!(q_value > 0.0)) return p_value * (1.0 - 8.0 * kU);
   // P (1 - e^x), x = log_q - log_p: x errs by a few ulps of the magnitudes in it, and

@@ -34,6 +34,7 @@
 #pragma once
 
 #include <cstddef>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -68,13 +69,24 @@ class SplitComposedPld {
   // `rare_tilt` tilts M (its upper and P-label sequences by e^{rare_tilt L}, the
   // Q-labels by e^{(rare_tilt + 1) L}) so that its round-off is weighted like the
   // queried delta; it must leave the far rare losses small after tilting.
+  // Each of `more_rare_tilts` (> 0) asks for M once more at that tilt (capped where the
+  // weights across G's windows would overflow; not where within 10 % of a tilt already
+  // built): each bound then takes the best of them. One tilt cannot serve rare losses that span many
+  // e-folds of delta: a low one leaves the losses near epsilon under the round-off of the
+  // total, a high one the losses far below it (where G's window meets them).
   // With `block_steps` B > 1, G is composed in two stages (compose.hpp, compose_block):
   // blocks of B small steps on the small grid, each (and the T - H - B floor((T - H) / B)
   // steps left) re-spread onto the grid `g_ratio` times as wide, which must divide the
   // rare grid's ratio; one block serves the tilted and the flat G (compose_block adds a
   // flat composition where its window is wide against 1 / tilt).
+  // `rare_cut_low`, `rare_cut_high`: the rare part's losses outside them go to +inf (their upper
+  // masses raise delta by at most their total; their labels are dropped): a shorter rare part lets
+  // M take the tilts above.
   SplitComposedPld(const SplitStep& split, double count, long rare_max, double tilt, double rare_tilt,
-                   std::size_t max_size, long block_steps = 0, long g_ratio = 1);
+                   std::size_t max_size, long block_steps = 0, long g_ratio = 1,
+                   const std::vector<double>& more_rare_tilts = {},
+                   double rare_cut_low = -std::numeric_limits<double>::infinity(),
+                   double rare_cut_high = std::numeric_limits<double>::infinity());
 
   void delta_bounds(double epsilon, double* lower, double* upper) const;
   // Same contract as ComposedPld::epsilon_bounds (below_window is always false).
@@ -83,9 +95,21 @@ class SplitComposedPld {
   std::size_t size() const { return size_; }                     // the coarse FFT size of M
   std::size_t fine_size() const;                                 // G's FFT size
   double charged_tail() const { return tail_u_; }                // mass of the h > H terms (upper)
+  double rare_discretization() const { return d_coarse_; }       // M's grid (the rare part's)
+  std::vector<double> rare_tilts() const;                        // M's tilts (the second, where built)
+  double g_low() const { return g_low_; }                        // losses outside which G's pieces are
+  double g_high() const { return g_high_; }                      // constant or in closed form
 
  private:
+  // M at one tilt: its upper masses, P- and Q-labels, and their inputs' relative rounding.
+  struct Tilted;
+  struct MSet;
+  MSet build_m(const StepPmf& small, const StepPmf& rare, double count, double rare_tilt);
   double upper_bound(double epsilon) const;
+  double upper_with(const MSet& set, double epsilon) const;
+  // Bounds on P(Z >= z) (low) and Q(Z >= z) (high) from one set; NaN where it proves nothing.
+  double p_tail(const MSet& set, double z, long i_a, long i_b) const;
+  double q_tail(const MSet& set, double z, long i_a, long i_b) const;
   // The best threshold test over a span of G's windows around epsilon; `offset`
   // (if not null) receives its threshold minus epsilon.
   double lower_bound(double epsilon, double* offset) const;
@@ -99,7 +123,7 @@ class SplitComposedPld {
   // A Chernoff bound on U_G(y) from the small part's moment generating function.
   double g_chernoff(double y) const;
   // sum over i <= i_a of M_k U_G(eps - k D_R) (see split.cpp).
-  double edge_upper(double eps, long i_a) const;
+  double edge_upper(const MSet& set, double eps, long i_a) const;
 
   long rare_max_ = 0;
   double d_fine_ = 0.0, d_coarse_ = 0.0;
@@ -121,10 +145,13 @@ class SplitComposedPld {
     double log_total = 0.0;      // log of the exact untilted total mass (rounded up)
     double c_total = 0.0;        // sum of c, rounded up
   };
+  struct MSet {
+    Tilted u, p, q;     // upper masses, P-labels, Q-labels
+    double rel = 0.0;   // relative rounding of the inputs, composed (log factor)
+  };
   long m_start_ = 0;
   std::size_t size_ = 0;
-  Tilted mu_, mp_, mq_;
-  double rel_ = 0.0;  // relative rounding of the inputs, composed (log factor)
+  std::vector<MSet> m_;  // M at rare_tilt, then at the second tilt where built
   double tail_u_ = 0.0, tail_q_ = 0.0;        // h > H terms
   double inf_upper_ = 0.0, inf_lower_ = 0.0;  // P(some step at +inf), up and down
   double epsilon_slack_ = 0.0;
