@@ -304,3 +304,42 @@ def test_delta_query_retilts_the_searchs_best_grid_at_the_measured_slope(monkeyp
     lower, upper = acct.delta_bounds(0.0015902)
     assert 0.0 < lower <= upper <= 1.012 * lower
     assert max(tilts) > 1e4  # the re-tilted grid (the search's own stayed below 7000)
+
+
+def test_second_direction_is_settled_against_the_first_interval(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the first direction's interval is within twice the target, the second needs only to show its upper
+    bound is no higher: the answer, the maximum over both, is then the first's interval, whatever the second's
+    lower bound (sigma=6.6, q=4.5e-7, T=9.6e7, delta(0.0023): the add direction's three more grids, 3 s, had left
+    the answer as it was). Checked on a bench-grid query: the second direction is handed the first's upper bound
+    to settle below, and the answer is no wider than twice the target."""
+    acct = PLDAccountant().step(noise_multiplier=1.1, sampling_probability=0.00427, count=1000)
+    assert acct._settled_below(1.0, 1.009) == 1.009  # 0.9 % wide: within twice the 0.5 % target
+    assert acct._settled_below(1.0, 1.02) == 1.0  # 2 % wide: only a higher lower bound settles it
+    calls: list[tuple[str, float, tuple[float, float]]] = []
+    one_direction = PLDAccountant._delta_one_direction
+
+    def spy(self: PLDAccountant, groups: Any, direction: str, epsilon: float, irrelevant_below: float = 0.0,
+            other_upper: float = 0.0) -> tuple[float, float]:
+        result = one_direction(self, groups, direction, epsilon, irrelevant_below, other_upper)
+        calls.append((direction, irrelevant_below, result))
+        return result
+
+    monkeypatch.setattr(PLDAccountant, "_delta_one_direction", spy)
+    lower, upper = acct.delta_bounds(0.6)
+    assert len(calls) == 2
+    (_, first_below, (first_lo, first_up)), (_, second_below, (_, second_up)) = calls
+    assert first_below == 0.0 and first_up - first_lo <= 2 * 0.005 * first_up
+    assert second_below == first_up  # settled against the first's upper bound, not its lower bound
+    assert upper == max(first_up, second_up) and upper - lower <= 2 * 0.005 * upper
+
+
+def test_few_hits_delta_query_refines_the_one_rare_band_to_the_target() -> None:
+    """sigma=0.578, q=1.98e-8, T=8.5e6 (0.17 expected hits), delta(0.00688555) ~ 1.28e-12: the composition with
+    one rare step stopped at its finest band of 320 cells per allowed error with [1.2775e-12, 1.2862e-12]
+    (0.67 %), and the grids and the epsilon search after it spent 15 s without narrowing it. Its finest band is
+    now 1280 cells: [1.2795e-12, 1.2839e-12] (0.34 %) in 0.8 s. Allowed 0.5 %; certified against the earlier
+    interval, which must hold it."""
+    acct = PLDAccountant().step(noise_multiplier=0.578, sampling_probability=1.98e-8, count=8_454_436)
+    lower, upper = (float(x) for x in acct.delta_bounds(0.00688555))
+    assert 1.2775e-12 * (1 - 1e-4) <= lower <= upper <= 1.2862e-12 * (1 + 1e-4)
+    assert upper - lower <= 0.005 * upper, (lower, upper)
