@@ -1,6 +1,7 @@
 #include "dpacct/pld/split.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <complex>
 #include <limits>
@@ -74,6 +75,18 @@ StepPmf cut_rare(const StepPmf& rare, double low, double high) {
   out.log_q.assign(rare.log_q.begin() + l_first, rare.log_q.begin() + l_last + 1);
   summarise(out);
   return out;
+}
+
+// The three sequences of M's two factors: upper masses, P-labels and Q-labels of the coarsened small
+// part ([kind][0]) and of the rare part ([kind][1]).
+using MParts = std::array<std::array<Part, 2>, 3>;
+MParts m_parts(const StepPmf& coarse, const StepPmf& rare) {
+  return {{{{{&coarse.log_upper, coarse.upper_low, log_total(coarse.log_upper)},
+             {&rare.log_upper, rare.upper_low, log_total(rare.log_upper)}}},
+           {{{&coarse.log_p, coarse.label_low, log_total(coarse.log_p)},
+             {&rare.log_p, rare.label_low, log_total(rare.log_p)}}},
+           {{{&coarse.log_q, coarse.label_low, log_total(coarse.log_q)},
+             {&rare.log_q, rare.label_low, log_total(rare.log_q)}}}}};
 }
 
 }  // namespace
@@ -361,14 +374,7 @@ SplitComposedPld::SplitComposedPld(const SplitStep& split, double count, long ra
 
   // M = sum_{h <= H} C(T, h) s'^(H - h) r^h on the coarse grid, for the three sequences.
   const StepPmf coarse = coarsen(small, ratio);
-  const Part supports[3][2] = {
-      {{&coarse.log_upper, coarse.upper_low, log_total(coarse.log_upper)},
-       {&rare.log_upper, rare.upper_low, log_total(rare.log_upper)}},
-      {{&coarse.log_p, coarse.label_low, log_total(coarse.log_p)},
-       {&rare.log_p, rare.label_low, log_total(rare.log_p)}},
-      {{&coarse.log_q, coarse.label_low, log_total(coarse.log_q)},
-       {&rare.log_q, rare.label_low, log_total(rare.log_q)}},
-  };
+  const MParts supports = m_parts(coarse, rare);
   long lo = std::numeric_limits<long>::max(), hi = std::numeric_limits<long>::min();
   for (const auto& kind : supports) {
     for (const Part& p : kind) {
@@ -385,8 +391,9 @@ SplitComposedPld::SplitComposedPld(const SplitStep& split, double count, long ra
   size_ = size;
   m_start_ = lo;
   m_.push_back(build_m(coarse, rare, count, rare_tilt));
-  // A second M where asked, capped so that the weights e^{-tilt (k - k_ref)} across the middle of
-  // upper_bound and threshold_value (G's window and a few rare cells) stay below e^600.
+  // M once more at each tilt asked for, capped so that the weights e^{-tilt (k - k_ref)} across the middle
+  // of upper_bound and threshold_value (G's window and a few rare cells) stay below e^600, where not within
+  // 10 % of a tilt built.
   for (const double wanted : more_rare_tilts) {
     const double span = std::max(g_high_ - g_low_, 0.0) + 4.0 * d_coarse_;
     const double t = std::min(wanted, 600.0 / span);
@@ -405,14 +412,7 @@ std::vector<double> SplitComposedPld::rare_tilts() const {
 SplitComposedPld::MSet SplitComposedPld::build_m(const StepPmf& coarse, const StepPmf& rare, double count,
                                                  double rare_tilt) {
   const double h_max = static_cast<double>(rare_max_);
-  const Part parts[3][2] = {
-      {{&coarse.log_upper, coarse.upper_low, log_total(coarse.log_upper)},
-       {&rare.log_upper, rare.upper_low, log_total(rare.log_upper)}},
-      {{&coarse.log_p, coarse.label_low, log_total(coarse.log_p)},
-       {&rare.log_p, rare.label_low, log_total(rare.log_p)}},
-      {{&coarse.log_q, coarse.label_low, log_total(coarse.log_q)},
-       {&rare.log_q, rare.label_low, log_total(rare.log_q)}},
-  };
+  const MParts parts = m_parts(coarse, rare);
   std::unique_ptr<fft::RealPlan> own_plan;
   const fft::RealPlan* cached = fft::cached_real_plan(size_);
   if (cached == nullptr) own_plan = std::make_unique<fft::RealPlan>(size_);

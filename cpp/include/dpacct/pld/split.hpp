@@ -104,7 +104,7 @@ class SplitComposedPld {
   // M at one tilt: its upper masses, P- and Q-labels, and their inputs' relative rounding.
   struct Tilted;
   struct MSet;
-  MSet build_m(const StepPmf& small, const StepPmf& rare, double count, double rare_tilt);
+  MSet build_m(const StepPmf& coarse, const StepPmf& rare, double count, double rare_tilt);
   double upper_bound(double epsilon) const;
   double upper_with(const MSet& set, double epsilon) const;
   // Bounds on P(Z >= z) (low) and Q(Z >= z) (high) from one set; NaN where it proves nothing.
