@@ -318,3 +318,17 @@ def test_rare_cuts_are_where_the_moved_mass_fits() -> None:
     # Nothing fits but the ends themselves (no mass beyond them): every loss is kept.
     assert accountant_module._rare_cuts(losses, log_mass, 10.0, 1e-40) == (-3.0, 3.0)
     assert accountant_module._rare_cuts(losses, log_mass, 10.0, 0.0) == (-math.inf, math.inf)
+
+
+def test_new_split_arguments_are_rejected_by_name() -> None:
+    small, rare = _split(1.0, 0.1, "remove", 1e-4, 10, 2)
+    with pytest.raises(ValueError, match="more_rare_tilts"):
+        _core.pld.SplitComposedPld(small, rare, 2, 1, 3.0, 0.5, 2**20, more_rare_tilts=[math.nan])
+    with pytest.raises(ValueError, match="more_rare_tilts"):
+        _core.pld.SplitComposedPld(small, rare, 2, 1, 3.0, 0.5, 2**20, more_rare_tilts=[-1.0])
+    with pytest.raises(ValueError, match="rare_cut_low"):
+        _core.pld.SplitComposedPld(small, rare, 2, 1, 3.0, 0.5, 2**20, rare_cut_low=math.nan)
+    with pytest.raises(ValueError, match="rare_cut_high"):
+        _core.pld.SplitComposedPld(small, rare, 2, 1, 3.0, 0.5, 2**20, rare_cut_high=math.nan)
+    with pytest.raises(TypeError):
+        _core.pld.SplitComposedPld(small, rare, 2, 1, 3.0, 0.5, 2**20, more_rare_tilts="12")

@@ -1877,8 +1877,9 @@ class PLDAccountant(Accountant):
             cap = min(cap, max(per_step, span / _TV_STEP_CELLS))
         discretization = self._grid(groups, direction, allowed, epsilon, cap=cap)
         # (Started from the known interval: sigma=0.578, q=1.98e-8, T=8.5e6, delta(0.00689) ~ 1.28e-12 had
-        # [1.2775e-12, 1.2862e-12] from the composition with one rare step; the epsilon search then aimed at
-        # a tenth of the split composition's upper bound, 1.6e-13, and the grids spent 14.7 s for nothing.)
+        # [1.2775e-12, 1.2862e-12] from the composition with one rare step, and the epsilon search aimed at
+        # a tenth of the split composition's upper bound, 1.6e-13, instead: 14.7 s for nothing, 9.2 s aimed
+        # at the known interval. That query now meets its target in the one-rare composition's finer band.)
         best_lower, best_upper = known_lower, known_upper
         split = self._split_applies(groups)
         # (The split composition's kinds at a small rate with more hits than _split_applies takes: a last pass.)

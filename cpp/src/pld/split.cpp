@@ -59,13 +59,24 @@ StepPmf cut_rare(const StepPmf& rare, double low, double high) {
   const long last = std::clamp(hi_index - rare.upper_low, first, n - 1);
   if (first == 0 && last == n - 1) return rare;
   StepPmf out = rare;
-  double moved = kNegInf;
+  double moved = kNegInf, largest = 0.0;
+  long terms = 0;
   for (long j = 0; j < n; ++j) {
-    if (j < first || j > last) moved = log_add(moved, rare.log_upper[static_cast<std::size_t>(j)]);
+    const double v = rare.log_upper[static_cast<std::size_t>(j)];
+    if ((j < first || j > last) && v > kNegInf) {
+      moved = log_add(moved, v);
+      largest = std::max(largest, std::fabs(v));
+      ++terms;
+    }
   }
   out.upper_low = rare.upper_low + first;
   out.log_upper.assign(rare.log_upper.begin() + first, rare.log_upper.begin() + last + 1);
-  if (moved > kNegInf) out.infinity_upper = std::min((rare.infinity_upper + std::exp(moved)) * (1.0 + 8.0 * kU), 1.0);
+  if (moved > kNegInf) {
+    // The running log-sum over `terms` entries of size at most `largest` errs by less than
+    // 8 u (terms + 2 + largest) (as g_chernoff_'s sums): charged, rounded up.
+    const double margin = 8.0 * kU * (static_cast<double>(terms) + 2.0 + largest);
+    out.infinity_upper = std::min((rare.infinity_upper + std::exp(moved + margin)) * (1.0 + 8.0 * kU), 1.0);
+  }
   // Labels: the same losses kept (label k at loss k d), at least one.
   const auto m = static_cast<long>(rare.log_p.size());
   const long l_first = std::clamp(rare.upper_low + first - rare.label_low, 0L, m - 1);

@@ -97,8 +97,6 @@ class SplitComposedPld {
   double charged_tail() const { return tail_u_; }                // mass of the h > H terms (upper)
   double rare_discretization() const { return d_coarse_; }       // M's grid (the rare part's)
   std::vector<double> rare_tilts() const;                        // M's tilts (the second, where built)
-  double g_low() const { return g_low_; }                        // losses outside which G's pieces are
-  double g_high() const { return g_high_; }                      // constant or in closed form
 
  private:
   // M at one tilt: its upper masses, P- and Q-labels, and their inputs' relative rounding.
