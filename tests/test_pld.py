@@ -561,3 +561,35 @@ def test_total_variation_at_tiny_rates_is_narrow_and_below_pinsker(sigma: float,
     assert 0.0 < lower <= upper
     assert lower <= pinsker, (lower, pinsker)
     assert upper - lower <= width * upper, (lower, upper)
+
+
+def test_a_query_tail_ends_a_subsampled_step_where_its_own_mass_runs_out() -> None:
+    """With a query's tail, a Poisson-subsampled step ends where P' = (1 - q) Q + q P has e^tail left.
+
+    The base pair's point (P's tail e^-80) lies where P' has about q e^-80 + Q's tail left: at q = 1e-6
+    the step reached losses of ~0.5 there, in 5e4 cells of 1e-5, where the query needs ~5e-3. The
+    step with the tail is a different discretisation, not an approximation: its cells are measured
+    as before, and the P'-mass beyond goes to +inf, which must stay within e^tail (its two halves'
+    budget) and sum with the cells to 1 within the cells' rounding (1e-13, as above).
+    """
+    plain = dpacct._core.pld.gaussian_step(1.0, 1e-6, "remove", 1e-5, -80.0, 1 << 24)
+    cut = dpacct._core.pld.gaussian_step(1.0, 1e-6, "remove", 1e-5, -40.0, 1 << 24, query_tail=-40.0)
+    assert np.asarray(plain.log_upper).size > 10 * np.asarray(cut.log_upper).size
+    assert plain.infinity_upper < cut.infinity_upper <= math.exp(-40.0)
+    for step in (plain, cut):
+        total = math.fsum(np.exp(np.asarray(step.log_upper))) + step.infinity_upper
+        assert abs(total - 1.0) <= 1e-13, total - 1.0
+    # The add direction is the same pair swapped: its lowest losses end at the same point.
+    add_plain = dpacct._core.pld.gaussian_step(1.0, 1e-6, "add", 1e-5, -80.0, 1 << 24)
+    add_cut = dpacct._core.pld.gaussian_step(1.0, 1e-6, "add", 1e-5, -40.0, 1 << 24, query_tail=-40.0)
+    assert add_cut.upper_low > add_plain.upper_low
+    # Without subsampling the base pair's own point stands.
+    whole = dpacct._core.pld.gaussian_step(1.0, 1.0, "remove", 1e-3, -40.0, 1 << 24)
+    whole_cut = dpacct._core.pld.gaussian_step(1.0, 1.0, "remove", 1e-3, -40.0, 1 << 24, query_tail=-40.0)
+    assert np.asarray(whole.log_upper).size == np.asarray(whole_cut.log_upper).size
+
+
+@pytest.mark.parametrize("tail", [math.nan, 1.0])
+def test_a_query_tail_must_be_a_log_mass(tail: float) -> None:
+    with pytest.raises(ValueError, match="query_tail"):
+        dpacct._core.pld.gaussian_step(1.0, 1e-3, "remove", 1e-3, -40.0, 1 << 24, query_tail=tail)

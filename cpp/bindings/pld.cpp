@@ -48,9 +48,11 @@ bool parse_direction(const std::string& direction) {
 // above) and the geometric rare cells above it (pld/one_rare.hpp).
 py::object monotone_step(std::shared_ptr<const MonotonePair> base, double sampling_probability,
                          const std::string& direction, double discretization, double log_tail, std::size_t max_cells,
-                         long split_ratio, long split_tau, double rare_growth, bool size_only, bool shared_labels) {
+                         long split_ratio, long split_tau, double rare_growth, bool size_only, bool shared_labels,
+                         double query_tail) {
   const bool add = parse_direction(direction);
-  std::shared_ptr<const MonotonePair> pair = std::make_shared<dpacct::pld::Subsampled>(std::move(base), sampling_probability);
+  std::shared_ptr<const MonotonePair> pair =
+      std::make_shared<dpacct::pld::Subsampled>(std::move(base), sampling_probability, query_tail);
   if (add) pair = std::make_shared<dpacct::pld::Swapped>(pair);
   if (size_only) return py::int_(dpacct::pld::discretized_size(*pair, discretization, log_tail));
   if (rare_growth > 0.0) {
@@ -139,39 +141,43 @@ void bind_pld(py::module_& m) {
       "gaussian_step",
       [](double noise_multiplier, double sampling_probability, const std::string& direction, double discretization,
          double log_tail, std::size_t max_cells, long split_ratio, long split_tau, double rare_growth, bool size_only,
-         bool shared_labels) {
+         bool shared_labels, double query_tail) {
         return monotone_step(std::make_shared<dpacct::pld::GaussianPair>(noise_multiplier), sampling_probability,
                              direction, discretization, log_tail, max_cells, split_ratio, split_tau, rare_growth,
-                             size_only, shared_labels);
+                             size_only, shared_labels, query_tail);
       },
       "noise_multiplier"_a, "sampling_probability"_a, "direction"_a, "discretization"_a, "log_tail"_a, "max_cells"_a,
       "split_ratio"_a = 0, "split_tau"_a = 0, "rare_growth"_a = 0.0, "size_only"_a = false, "shared_labels"_a = false,
+      "query_tail"_a = -std::numeric_limits<double>::infinity(),
       "One step of the Poisson-subsampled Gaussian; see dpacct.pld.");
   pld.def(
       "laplace_step",
       [](double noise_multiplier, double sampling_probability, const std::string& direction, double discretization,
          double log_tail, std::size_t max_cells, long split_ratio, long split_tau, double rare_growth, bool size_only,
-         bool shared_labels) {
+         bool shared_labels, double query_tail) {
         return monotone_step(std::make_shared<dpacct::pld::LaplacePair>(noise_multiplier), sampling_probability,
                              direction, discretization, log_tail, max_cells, split_ratio, split_tau, rare_growth,
-                             size_only, shared_labels);
+                             size_only, shared_labels, query_tail);
       },
       "noise_multiplier"_a, "sampling_probability"_a, "direction"_a, "discretization"_a, "log_tail"_a, "max_cells"_a,
       "split_ratio"_a = 0, "split_tau"_a = 0, "rare_growth"_a = 0.0, "size_only"_a = false, "shared_labels"_a = false,
+      "query_tail"_a = -std::numeric_limits<double>::infinity(),
       "One step of the Poisson-subsampled Laplace mechanism; see dpacct.pld.");
   pld.def(
       "mixture_gaussian_step",
       [](double noise_multiplier, const Array& sensitivities, const Array& probabilities, double sampling_probability,
          const std::string& direction, double discretization, double log_tail, std::size_t max_cells,
-         long split_ratio, long split_tau, double rare_growth, bool size_only, bool shared_labels) {
+         long split_ratio, long split_tau, double rare_growth, bool size_only, bool shared_labels,
+         double query_tail) {
         auto base = std::make_shared<dpacct::pld::MixtureGaussianPair>(
             noise_multiplier, to_vector(sensitivities, "sensitivities"), to_vector(probabilities, "probabilities"));
         return monotone_step(std::move(base), sampling_probability, direction, discretization, log_tail, max_cells,
-                             split_ratio, split_tau, rare_growth, size_only, shared_labels);
+                             split_ratio, split_tau, rare_growth, size_only, shared_labels, query_tail);
       },
       "noise_multiplier"_a, "sensitivities"_a, "probabilities"_a, "sampling_probability"_a, "direction"_a,
       "discretization"_a, "log_tail"_a, "max_cells"_a, "split_ratio"_a = 0, "split_tau"_a = 0, "rare_growth"_a = 0.0,
       "size_only"_a = false, "shared_labels"_a = false,
+      "query_tail"_a = -std::numeric_limits<double>::infinity(),
       "One step of the Poisson-subsampled mixture-of-Gaussians mechanism; see dpacct.pld.");
   pld.def(
       "finite_step",

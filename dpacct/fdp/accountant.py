@@ -23,7 +23,7 @@ from dpacct.fdp.jl import DPSGDJLMechanism
 from dpacct.fdp.tradeoff import TradeoffCurve
 from dpacct.mechanisms import Mechanism, PoissonSampledGaussianMechanism
 from dpacct.pld import PLDAccountant
-from dpacct.pld.accountant import _LOG_TAIL, _WINDOW_TAIL
+from dpacct.pld.accountant import _NO_QUERY, _WINDOW_TAIL
 from dpacct.pld.accountant import _spec as _pld_spec
 from dpacct.results import Interval, Value
 
@@ -193,7 +193,7 @@ class _Engine(PLDAccountant):
                                    quantiles=spec.quantiles, direction=direction, discretization=discretization)
 
     def _composed(self, groups: list[tuple[Any, int]], direction: str, discretization: float, tilt: float,
-                  log_tail: float = _LOG_TAIL, max_size: int | None = None, window_tail: float = _WINDOW_TAIL,
+                  log_tail: float = _NO_QUERY, max_size: int | None = None, window_tail: float = _WINDOW_TAIL,
                   thorough: bool = False, lower: bool = True, answer: float = math.inf) -> Any:
         built = super()._composed(
             groups, direction, discretization, tilt, log_tail, max_size, window_tail, thorough, lower, answer
@@ -201,7 +201,7 @@ class _Engine(PLDAccountant):
         return built if isinstance(built, _Guarded) else _Guarded(built)
 
     def _step(
-        self, spec: Any, direction: str, discretization: float, log_tail: float = _LOG_TAIL, shared: bool = False
+        self, spec: Any, direction: str, discretization: float, log_tail: float = _NO_QUERY, shared: bool = False
     ) -> Any:
         if not isinstance(spec, _JLSpec):
             return super()._step(spec, direction, discretization, log_tail, shared)

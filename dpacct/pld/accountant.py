@@ -98,6 +98,9 @@ __all__ = ["Bounds", "PLDAccountant", "clear_cache"]
 
 _DIRECTIONS = ("remove", "add")
 _LOG_TAIL = -80.0  # per step, P- and Q-mass beyond the clamp points of an unbounded loss is <= e^-80
+# The ``log_tail`` of the step builders: the log mass a query lets each step cut off (-inf: none
+# asked; the base pairs' tails are then cut at e^_LOG_TAIL, and at e^log_tail where that is larger).
+_NO_QUERY = -math.inf
 _QUERY_TAIL_MAX = -25.0  # the most an epsilon query cuts per step (PLDAccountant._query_tail)
 _MAX_CELLS = 2**24  # most grid points one step may use
 _COARSE_CELLS = 4096  # grid points of the coarse discretisation that guides the choice of grid
@@ -473,7 +476,7 @@ def clear_cache() -> None:
 
 
 @functools.lru_cache(maxsize=64)
-def _coarse_step(spec: _Spec, direction: str, log_tail: float = _LOG_TAIL) -> Any:
+def _coarse_step(spec: _Spec, direction: str, log_tail: float = _NO_QUERY) -> Any:
     """The coarse step of ``spec`` (``PLDAccountant._coarse``), shared by every accountant.
 
     Its width is the e^-80 support over ``_COARSE_CELLS`` whatever ``log_tail``; a larger
@@ -498,7 +501,7 @@ def _step_size(spec: _Spec, direction: str, discretization: float) -> int:
     """``_build_step(spec, direction, discretization).log_upper.size``, from the loss range alone
     where the kind is a monotone pair (Gaussian, Laplace, mixture: no cells computed)."""
     if spec.kind in _SPLIT_KINDS:
-        return int(_part_step(spec, direction, discretization, _LOG_TAIL, size_only=True))
+        return int(_part_step(spec, direction, discretization, _NO_QUERY, size_only=True))
     return int(_build_step(spec, direction, discretization).log_upper.size)
 
 
@@ -509,25 +512,20 @@ def _cached_step(spec: _Spec, direction: str, discretization: float) -> Any:
 
 
 def _build_step(
-    spec: _Spec, direction: str, discretization: float, log_tail: float = _LOG_TAIL, shared: bool = False
+    spec: _Spec, direction: str, discretization: float, log_tail: float = _NO_QUERY, shared: bool = False
 ) -> Any:
     """One discretised step (``_core.pld.Step``) of ``spec`` in one direction.
 
-    ``log_tail`` bounds (log) the P- and Q-mass cut off beyond the clamp points of an
-    unbounded loss (charged to delta); it applies to the Gaussian, Laplace and mixture
-    kinds, the composite kinds keep e^-80. ``shared`` also builds the shared labels of
+    ``log_tail`` bounds (log) the P- and Q-mass a query lets each step cut off beyond the clamp
+    points of an unbounded loss (charged to delta): the base pair's tails are cut at
+    e^max(log_tail, -80), and a subsampled pair's upper tail also where its own mass beyond is
+    e^log_tail (``Subsampled`` in ``pld/monotone.hpp``). It applies to the Gaussian, Laplace and
+    mixture kinds, the composite kinds keep e^-80. ``shared`` also builds the shared labels of
     ``pld/step.hpp`` where the discretisation can (the monotone pairs on grids finer than 1e-4).
     """
     q, d = spec.sampling_probability, discretization
-    if spec.kind == "gaussian":
-        return _core.pld.gaussian_step(spec.parameters[0], q, direction, d, log_tail, _MAX_CELLS, shared_labels=shared)
-    if spec.kind == "laplace":
-        return _core.pld.laplace_step(spec.parameters[0], q, direction, d, log_tail, _MAX_CELLS, shared_labels=shared)
-    if spec.kind == "mixture":
-        sigma, sens, probs = spec.parameters
-        return _core.pld.mixture_gaussian_step(
-            sigma, np.asarray(sens), np.asarray(probs), q, direction, d, log_tail, _MAX_CELLS, shared_labels=shared
-        )
+    if spec.kind in _SPLIT_KINDS:
+        return _part_step(spec, direction, d, log_tail, shared_labels=shared)
     if spec.kind == "labelled":
         # The hit count L revealed: a mixture of Poisson-subsampled Gaussian steps with sensitivity
         # 2L (upper half); the realised pair sum_L P(L) N(2L) against N(0) (lower half).
@@ -715,7 +713,7 @@ class PLDAccountant(Accountant):
         self._composed_cache: dict[tuple[Hashable, ...], Any] = {}
         self._spans: dict[tuple[Hashable, ...], float] = {}  # window spans measured (see _composed)
         self._guides: dict[tuple[str, str, float], _Guide] = {}
-        self._coarse_tail = _LOG_TAIL  # the tail of the coarse steps (an epsilon query cuts more)
+        self._coarse_tail = _NO_QUERY  # the tail of the coarse steps (an epsilon query cuts more)
         self._probe: _DeltaProbe | None = None  # set while an epsilon search serves a delta query
 
     def supports(self, mechanism: Mechanism) -> bool:
@@ -752,7 +750,7 @@ class PLDAccountant(Accountant):
         return ("remove",) if all(spec.symmetric for spec, _ in groups) else _DIRECTIONS
 
     def _step(
-        self, spec: _Spec, direction: str, discretization: float, log_tail: float = _LOG_TAIL, shared: bool = False
+        self, spec: _Spec, direction: str, discretization: float, log_tail: float = _NO_QUERY, shared: bool = False
     ) -> Any:
         key = (spec, direction, discretization, log_tail, shared)
         if key not in self._steps:
@@ -781,7 +779,7 @@ class PLDAccountant(Accountant):
 
     def _composed(
         self, groups: list[tuple[_Spec, int]], direction: str, discretization: float, tilt: float,
-        log_tail: float = _LOG_TAIL, max_size: int | None = None, window_tail: float = _WINDOW_TAIL,
+        log_tail: float = _NO_QUERY, max_size: int | None = None, window_tail: float = _WINDOW_TAIL,
         thorough: bool = False, lower: bool = True, answer: float = math.inf,
     ) -> Any:
         """The composition on one grid and tilt, coarsened (still certified) when it does not fit in max_size.
@@ -1082,11 +1080,11 @@ class PLDAccountant(Accountant):
         The cut mass goes to loss +inf and raises the composed delta by at most
         ``T e^tail``; ``1e-4 delta / T`` of it moves epsilon by about 1e-4 / (lambda + 1)
         relative, far inside the accuracy target, and it shortens the steps (a Gaussian
-        cut at e^-28 rather than e^-80 spans about half the standard deviations). Kept
-        between e^-80 and e^-25.
+        cut at e^-28 rather than e^-80 spans about half the standard deviations). At most
+        e^-25; the base pairs' tails are cut at e^-80 at least (``_build_step``).
         """
         steps = float(sum(c for _, c in groups))
-        return min(max(math.log(1e-4 * delta / max(steps, 1.0)), _LOG_TAIL), _QUERY_TAIL_MAX)
+        return min(math.log(max(1e-4 * delta / max(steps, 1.0), 1e-300)), _QUERY_TAIL_MAX)
 
     @staticmethod
     def _tilt(slope: float, delta_scale: float) -> float:
@@ -1222,14 +1220,15 @@ class PLDAccountant(Accountant):
     def _split_composed(
         self, groups: list[tuple[_Spec, int]], direction: str, epsilon: float, delta: float,
         refine: bool = False, allowed: float | None = None, width_cap: float | None = None,
-        max_size: int | None = None, range_cap: float = _SPLIT_RANGE,
+        max_size: int | None = None, range_cap: float = _SPLIT_RANGE, staged: bool = False,
     ) -> Any:
         """A SplitComposedPld tuned for a query near ``(epsilon, delta)`` (see ``pld/split.hpp``).
 
         With ``refine`` the fine grid is chosen from the spread the discretisation adds to the
         small part (``_refine_split``); without it from the older rule (cheap: for first passes
         whose only job is to find where epsilon lies). ``range_cap``: the most e-folds M's tilt may
-        give its far rare losses (see below).
+        give its far rare losses (see below). ``staged``: the rare grid's width in fine cells is
+        rounded up so that G can go in stages (``_stage_ratio``), not left to rounding.
         """
         spec, count = groups[0]
         steps = float(count)
@@ -1243,7 +1242,7 @@ class PLDAccountant(Accountant):
         # 4 allowed (2 % of epsilon at the default accuracy) keeps that within the target
         # (sigma=0.5, q=1e-7, T=1e7: 0.63 % wide at 5 %, 0.44 % at 2 %); first passes use 10.
         coarse = max(fine, min((4.0 if refine else 10.0) * allowed, 2e-3))
-        ratio = max(1, round(coarse / fine))
+        ratio = _stage_ratio(round(coarse / fine)) if staged else max(1, round(coarse / fine))
         coarse = ratio * fine
         # The cut: the smallest tau (a coarse grid point) leaving about _SPLIT_RARE rare steps in all.
         step = self._coarse(spec, direction)
@@ -1261,7 +1260,7 @@ class PLDAccountant(Accountant):
         small, rare = _split_step(spec, direction, fine, ratio, tau_index, log_tail)
         if refine:
             small, rare, ratio, tau_index = self._refine_split(
-                spec, direction, steps, epsilon, allowed, small, rare, ratio, tau_index, log_tail
+                spec, direction, steps, epsilon, allowed, small, rare, ratio, tau_index, log_tail, staged
             )
             coarse = float(rare.discretization)
         log_small = float(np.logaddexp.reduce(small.log_upper))
@@ -1271,9 +1270,9 @@ class PLDAccountant(Accountant):
         tau_loss = tau_index * coarse
         tilt = min(math.log(1.0 / delta) / max(epsilon, 1e-12), 20.0 / tau_loss)
         # The rare losses beyond which the mass on either side, T times over, is below 5e-5 delta go to +inf
-        # (C++'s rare cuts): the steps' own tails are cut at the base pair's e^log_tail, at tiny rates far
-        # beyond what the query sees (sigma=0.614, q=9.4e-8, T=4.8e7, delta=8.4e-15: losses up to 2.9
-        # against 0.9), and the span left sets M's tilt below.
+        # (C++'s rare cuts): the steps themselves end where the subsampled pair has e^log_tail left above
+        # (sigma=0.614, q=9.4e-8, T=4.8e7, delta=8.4e-15: losses up to 0.9, where the base pair's e^log_tail
+        # reached 2.9), but below only where the base pair has, and the span left sets M's tilt below.
         losses = (rare.upper_low + np.arange(rare.log_upper.size)) * coarse
         cut_low, cut_high = _rare_cuts(losses, np.asarray(rare.log_upper), steps, 5e-5 * delta)
         kept = losses[(losses >= cut_low) & (losses <= cut_high)]
@@ -1303,7 +1302,7 @@ class PLDAccountant(Accountant):
 
     def _refine_split(
         self, spec: _Spec, direction: str, steps: float, epsilon: float, allowed: float,
-        small: Any, rare: Any, ratio: int, tau_index: int, log_tail: float,
+        small: Any, rare: Any, ratio: int, tau_index: int, log_tail: float, staged: bool = False,
     ) -> tuple[Any, Any, int, int]:
         """Finer small parts until the spread they add is within the error model's budget.
 
@@ -1336,7 +1335,7 @@ class PLDAccountant(Accountant):
             # and the small part within _MAX_CELLS / 16 cells.
             fine = max(coarse / ratio / shrink, 64.0 * math.sqrt(max(variance, 0.0)) / self._max_size,
                        32.0 * tau_loss / _MAX_CELLS)
-            new_ratio = max(1, round(coarse / fine))
+            new_ratio = _stage_ratio(round(coarse / fine)) if staged else max(1, round(coarse / fine))
             if new_ratio <= ratio:
                 break
             ratio = new_ratio
@@ -1373,7 +1372,14 @@ class PLDAccountant(Accountant):
                 # the estimate, and so would the upper bound.)
                 allowed = max(allowed, 0.5 * (irrelevant_below - best_lower))
             try:
-                composed = self._split_composed(groups, direction, estimate, delta, refine=located, allowed=allowed)
+                # The first refined pass on a rare grid that lets G go in stages, the second on one left to
+                # rounding: stages keep a wide G's window (sigma=0.614, q=9.4e-8, T=4.8e7, epsilon(8.4e-15),
+                # the remove direction: upper bound 0.0858 in stages, 0.128 in one), one stage the small
+                # differences of the lower bound's label masses (the add direction there: lower bound 0.0151
+                # in one stage, 0.0138 in stages). Both certified: intersected.
+                composed = self._split_composed(
+                    groups, direction, estimate, delta, refine=located, allowed=allowed, staged=located and not refined
+                )
             except ValueError:
                 break
             refined += located
@@ -1582,10 +1588,14 @@ class PLDAccountant(Accountant):
         growth = min(0.2 * self._relative_accuracy, 1e-3)
         log_tail = self._query_tail(groups, delta)
 
+        # (Only the base pair's tails are cut at the query's, not the subsampled pair's own: the rare
+        # cells carry the step's far tail themselves, and `delta` may be a first guess far above the
+        # answer. Cut where P' itself runs out at a first guess of 0.5, sigma=0.741, q=2.1e-6,
+        # T=2272, delta(0.0217) ~ 2.4e-13 lost the hits that make it: lower bound 8e-111, 2.5 s.)
         def build(top: float) -> tuple[Any, Any]:
             return _part_step(  # type: ignore[no-any-return]
                 spec, direction, d, log_tail, split_ratio=math.ceil(low / d), split_tau=math.ceil(top / d),
-                rare_growth=growth,
+                rare_growth=growth, query_tail=_NO_QUERY,
             )
 
         # The coarse masses overstate the tail (each cell's mass is spread up to its top, and its
@@ -2134,7 +2144,7 @@ class PLDAccountant(Accountant):
             falls = self._log_delta_slope(groups, direction, epsilon, slope)
             self._relative_accuracy = min(max(accuracy / (falls * epsilon), 2e-5), 0.05)
             self._probe = probe
-            self._coarse_tail = max(10.0 * math.floor(self._query_tail(groups, estimate) / 10.0), _LOG_TAIL)
+            self._coarse_tail = 10.0 * math.floor(self._query_tail(groups, estimate) / 10.0)
             try:
                 self._epsilon_one_direction(groups, direction, estimate)
             except _DeltaMet:
@@ -2142,7 +2152,7 @@ class PLDAccountant(Accountant):
             finally:
                 self._relative_accuracy = accuracy
                 self._probe = None
-                self._coarse_tail = _LOG_TAIL
+                self._coarse_tail = _NO_QUERY
             if probe.met():
                 break
         measured = probe.slope()
@@ -2199,11 +2209,11 @@ class PLDAccountant(Accountant):
                     continue
             # The coarse steps cut their tails as the query's steps do, on a coarser scale of
             # tails (multiples of 10, rounded down) so that nearby queries share them.
-            self._coarse_tail = max(10.0 * math.floor(self._query_tail(groups, float(target)) / 10.0), _LOG_TAIL)
+            self._coarse_tail = 10.0 * math.floor(self._query_tail(groups, float(target)) / 10.0)
             try:
                 lo_all, up_all = self._epsilon_bounds_one(groups, tests, float(target))
             finally:
-                self._coarse_tail = _LOG_TAIL
+                self._coarse_tail = _NO_QUERY
             if single is not None:  # both certified: keep their intersection
                 lo_all, up_all = max(lo_all, lo_one), min(up_all, up_one)
             lower[index] = lo_all
@@ -2388,7 +2398,7 @@ class PLDAccountant(Accountant):
             if size * discretization / finer > effort:  # the next grid would not fit the effort cap
                 break
             if (
-                split and self._probe is None and size * discretization / finer >= _SPLIT_BEFORE_POINTS
+                split and self._probe is None and _fft_points(size * discretization / finer) >= _SPLIT_BEFORE_POINTS
                 and count * rate <= _SPLIT_BEFORE_HITS and irrelevant_below > 0.0
             ):
                 # Where this direction's upper bound only has to fall below the other's lower bound, the split
@@ -2403,6 +2413,22 @@ class PLDAccountant(Accountant):
                 )
                 best_lower, best_upper = max(best_lower, lo), min(best_upper, up)
                 split = False
+                just_split = True
+                if met():
+                    break
+            if (
+                split_kinds and self._probe is None
+                and _fft_points(size * discretization / finer) >= _SPLIT_BEFORE_POINTS
+                and best_lower > 0.0 and math.isfinite(best_upper) and count * rate <= _SPLIT_BEFORE_MANY_HITS
+            ):
+                # Many hits at a small rate: the split composition's pass at the allowed error (run after this
+                # loop where it misses anyway) before a grid this large. It is cheap where the grid knows the
+                # interval, and the grids close in slowly there (sigma=0.754, q=1.5e-5, T=8.5e6, 130 hits,
+                # delta=1.3e-12: grids of 2^20, 2^21 and 2^22 points, 2.1 s, for [0.64288, 0.6461]; the pass
+                # gives [0.6442, 0.64548] in 0.02 s). Not with more hits: its inversions grow with them (sigma=0.7,
+                # q=2e-5, T=5e7, 1000 hits: 2.3 s per direction for passes that missed). Both certified: intersected.
+                best_lower, best_upper = self._split_last_try(groups, direction, delta, best_lower, best_upper)
+                split_kinds = False
                 just_split = True
                 if met():
                     break
@@ -2476,6 +2502,7 @@ _TV_STEP_CELLS = 2**16  # ... whose first grid resolves one step's spread with a
 _FALLBACK_SIZE = 2**20  # the largest whole grid tried after the split composition has answered
 _SPLIT_BEFORE_POINTS = 2**20  # an epsilon query's split composition goes before a whole grid of this many points
 _SPLIT_BEFORE_HITS = 10.0  # ... where at most this many hits are expected in all (T q)
+_SPLIT_BEFORE_MANY_HITS = 400.0  # ... and its last pass (many hits at a small rate) where at most this many
 _THOROUGH_BELOW = 1e-3  # epsilon queries whose grids stall get a thorough refinement below this relative accuracy
 _LAST_TRY_SIZE = 2**20  # the split composition's last pass at a width of the allowed error
 _ONE_RARE_CHARGE = 0.1  # the terms with two or more rare steps may cost this share of the target's delta
@@ -2570,22 +2597,26 @@ def _estimated_cumulant_of(
 
 
 def _split_step(
-    spec: _Spec, direction: str, discretization: float, ratio: int, tau_index: int, log_tail: float = _LOG_TAIL
+    spec: _Spec, direction: str, discretization: float, ratio: int, tau_index: int, log_tail: float = _NO_QUERY
 ) -> Any:
-    """The (small, rare) parts of one step (``_core.pld``'s split discretisation), tails cut at e^log_tail."""
+    """The (small, rare) parts of one step (``_core.pld``'s split discretisation), tails cut at e^log_tail
+    (``_build_step``)."""
     return _part_step(spec, direction, discretization, log_tail, split_ratio=ratio, split_tau=tau_index)
 
 
 def _part_step(spec: _Spec, direction: str, discretization: float, log_tail: float, **extra: Any) -> Any:
-    """One step of a Gaussian, Laplace or mixture spec cut into parts (``extra``: the split or one-rare arguments)."""
+    """One step of a Gaussian, Laplace or mixture spec, whole or cut into parts (``extra``: the split or
+    one-rare arguments, or ``shared_labels``); ``log_tail`` as in ``_build_step``."""
     q, d = spec.sampling_probability, discretization
+    extra.setdefault("query_tail", log_tail)
+    base_tail = max(log_tail, _LOG_TAIL)
     if spec.kind == "gaussian":
-        return _core.pld.gaussian_step(spec.parameters[0], q, direction, d, log_tail, _MAX_CELLS, **extra)
+        return _core.pld.gaussian_step(spec.parameters[0], q, direction, d, base_tail, _MAX_CELLS, **extra)
     if spec.kind == "laplace":
-        return _core.pld.laplace_step(spec.parameters[0], q, direction, d, log_tail, _MAX_CELLS, **extra)
+        return _core.pld.laplace_step(spec.parameters[0], q, direction, d, base_tail, _MAX_CELLS, **extra)
     sigma, sens, probs = spec.parameters
     return _core.pld.mixture_gaussian_step(
-        sigma, np.asarray(sens), np.asarray(probs), q, direction, d, log_tail, _MAX_CELLS, **extra
+        sigma, np.asarray(sens), np.asarray(probs), q, direction, d, base_tail, _MAX_CELLS, **extra
     )
 
 
@@ -2664,6 +2695,23 @@ def _loss_cumulants(log_mass: NDArray[np.float64], loss: NDArray[np.float64]) ->
     square = centred * centred
     m2, m3, m4 = (float((mass * x).sum()) for x in (square, square * centred, square * square))
     return m2, m3, m4 - 3.0 * m2 * m2
+
+
+def _fft_points(points: float) -> int:
+    """The power of two an FFT of ``points`` points takes (a grid of 6.6e5 points is one of 2^20)."""
+    return 1 << max(math.ceil(math.log2(max(points, 1.0))), 0)
+
+
+def _stage_ratio(ratio: int) -> int:
+    """``ratio`` (at least 1) rounded up to a multiple of the largest power of two at most ``ratio / 64``.
+
+    G's stages coarsen by a power of two that must divide the rare grid's ratio (``_split_stages``):
+    left to rounding, whether G could go in stages was luck (``PLDAccountant._split_epsilon`` says
+    where each serves). At most 1.6 % more (the fine grid that much finer).
+    """
+    ratio = max(1, ratio)
+    power = 1 << max(int(math.floor(math.log2(ratio / 64.0))), 0) if ratio >= 128 else 1
+    return -(-ratio // power) * power
 
 
 def _split_stages(small: Any, g_count: float, ratio: int, tilt: float) -> tuple[int, int]:

@@ -47,6 +47,7 @@ double GaussianPair::loss_inf() const { return kNegInf; }
 double GaussianPair::loss_sup() const { return kInf; }
 double GaussianPair::clamp_low(double log_tail) const { return -normal_tail_point(log_tail) * sigma_; }
 double GaussianPair::clamp_high(double log_tail) const { return 1.0 + normal_tail_point(log_tail) * sigma_; }
+double GaussianPair::clamp_high_q(double log_tail) const { return normal_tail_point(log_tail) * sigma_; }
 // (Both by quadrature on the cell (xa, xb] itself, so that P and Q describe one partition.)
 bool GaussianPair::cell_masses(double xa, double xb, Mass* p, Mass* q, Mass* own) const {
   if (!(normal_cell_mass(xa, xb, 1.0, sigma_, p) && normal_cell_mass(xa, xb, 0.0, sigma_, q))) {
@@ -168,6 +169,7 @@ double MixtureGaussianPair::clamp_low(double log_tail) const { return -normal_ta
 double MixtureGaussianPair::clamp_high(double log_tail) const {
   return c_max_ + normal_tail_point(log_tail) * sigma_;
 }
+double MixtureGaussianPair::clamp_high_q(double log_tail) const { return normal_tail_point(log_tail) * sigma_; }
 bool MixtureGaussianPair::cell_masses(double xa, double xb, Mass* p, Mass* q, Mass* own) const {
   if (!normal_cell_mass(xa, xb, 0.0, sigma_, q)) return false;
   // Positive weights: the components' intervals add up (in log space, with a few ulps per term).
@@ -198,9 +200,10 @@ double MixtureGaussianPair::extra_loss_error() const {
 
 // ---------------------------------------------------------------- Poisson subsampling
 
-Subsampled::Subsampled(std::shared_ptr<const MonotonePair> base, double sampling_probability)
-    : base_(std::move(base)), q_(sampling_probability) {
+Subsampled::Subsampled(std::shared_ptr<const MonotonePair> base, double sampling_probability, double query_tail)
+    : base_(std::move(base)), q_(sampling_probability), query_tail_(query_tail) {
   if (!(q_ > 0.0 && q_ <= 1.0)) fail("sampling_probability", "in (0, 1]", q_);
+  if (std::isnan(query_tail) || query_tail > 0.0) fail("query_tail", "a log mass <= 0 (or -inf)", query_tail);
   log_q_ = std::log(q_);
   log_1mq_ = std::log1p(-q_);
 }
@@ -214,6 +217,17 @@ double Subsampled::lift(double l) const {
 }
 
 double Subsampled::loss(double x) const { return lift(base_->loss(x)); }
+
+// Beyond the query's point, P'(> x) = (1 - q) Q(> x) + q P(> x) <= e^t / 2 + e^t / 2 and
+// Q'(> x) = Q(> x) <= e^t / 2 (t = query_tail); the base pair's own point bounds both P and Q
+// by e^{log_tail}. (The masses cut are those of the cells, measured by the discretisation and
+// charged: the point only decides how far the step reaches.)
+double Subsampled::clamp_high(double log_tail) const {
+  const double base_point = base_->clamp_high(log_tail);
+  if (q_ == 1.0 || query_tail_ == kNegInf) return base_point;
+  const double half = query_tail_ - std::log(2.0);
+  return std::min(base_point, std::max(base_->clamp_high_q(half), base_->clamp_high(half - log_q_)));
+}
 
 double Subsampled::x_of(double l) const {
   if (q_ == 1.0) return base_->x_of(l);

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstddef>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -52,6 +53,10 @@ class MonotonePair {
   // a side where the loss is unbounded).
   virtual double clamp_low(double log_tail) const = 0;
   virtual double clamp_high(double log_tail) const = 0;
+  // A point beyond which Q alone has mass <= e^{log_tail} (where the loss is unbounded above):
+  // Poisson subsampling's P' = (1 - q) Q + q P needs Q's tail and P's tail q times larger. The
+  // default, clamp_high, bounds both.
+  virtual double clamp_high_q(double log_tail) const { return clamp_high(log_tail); }
   // Absolute error bound of the computed loss at the computed edge of a
   // cell, beyond 64 u (1 + |loss|) (the default for closed-form inverses).
   virtual double extra_loss_error() const { return 0.0; }
@@ -85,6 +90,7 @@ class GaussianPair final : public MonotonePair {
   double loss_sup() const override;
   double clamp_low(double log_tail) const override;
   double clamp_high(double log_tail) const override;
+  double clamp_high_q(double log_tail) const override;
   bool cell_masses(double xa, double xb, Mass* p, Mass* q, Mass* own) const override;
   bool has_loss_error() const override { return true; }
   double loss_error(double x, double value) const override;
@@ -121,6 +127,7 @@ class MixtureGaussianPair final : public MonotonePair {
   double loss_sup() const override;
   double clamp_low(double log_tail) const override;
   double clamp_high(double log_tail) const override;
+  double clamp_high_q(double log_tail) const override;
   double extra_loss_error() const override;
   bool cell_masses(double xa, double xb, Mass* p, Mass* q, Mass* own) const override;
 
@@ -132,7 +139,10 @@ class MixtureGaussianPair final : public MonotonePair {
 
 class Subsampled final : public MonotonePair {
  public:
-  Subsampled(std::shared_ptr<const MonotonePair> base, double sampling_probability);
+  // `query_tail`: the log of the P'- and Q-mass a query lets each step cut off above
+  // (-inf: the base pair's clamp points alone).
+  Subsampled(std::shared_ptr<const MonotonePair> base, double sampling_probability,
+             double query_tail = -std::numeric_limits<double>::infinity());
   double loss(double x) const override;
   double x_of(double l) const override;
   Edge edge_p(double x) const override;
@@ -141,7 +151,11 @@ class Subsampled final : public MonotonePair {
   double loss_inf() const override;
   double loss_sup() const override;
   double clamp_low(double log_tail) const override { return base_->clamp_low(log_tail); }
-  double clamp_high(double log_tail) const override { return base_->clamp_high(log_tail); }
+  // The base pair's point, or, where a query allows each step to cut e^{query_tail} (constructor),
+  // the nearer point where Q's tail and P's tail / q are each half of that: at tiny q a step then
+  // ends where P' runs out, not where P does.
+  double clamp_high(double log_tail) const override;
+  double clamp_high_q(double log_tail) const override { return base_->clamp_high_q(log_tail); }
   double extra_loss_error() const override { return base_->extra_loss_error(); }
   bool cell_masses(double xa, double xb, Mass* p, Mass* q, Mass* own) const override;
   bool has_loss_error() const override { return base_->has_loss_error(); }
@@ -154,7 +168,7 @@ class Subsampled final : public MonotonePair {
   double lift_bounded(double l, double e, double* value, double* y) const;
   Edge mix(const Edge& p, const Edge& q) const;
   std::shared_ptr<const MonotonePair> base_;
-  double q_, log_q_, log_1mq_;
+  double q_, log_q_, log_1mq_, query_tail_;
 };
 
 class Swapped final : public MonotonePair {
