@@ -85,20 +85,20 @@ class pld:
     def gaussian_step(
         noise_multiplier: float, sampling_probability: float, direction: str, discretization: float, log_tail: float,
         max_cells: int, split_ratio: int = 0, split_tau: int = 0, rare_growth: float = 0.0,
-        size_only: bool = False, shared_labels: bool = False,
+        size_only: bool = False, shared_labels: bool = False, query_tail: float = ...,
     ) -> Any: ...
     @staticmethod
     def laplace_step(
         noise_multiplier: float, sampling_probability: float, direction: str, discretization: float, log_tail: float,
         max_cells: int, split_ratio: int = 0, split_tau: int = 0, rare_growth: float = 0.0,
-        size_only: bool = False, shared_labels: bool = False,
+        size_only: bool = False, shared_labels: bool = False, query_tail: float = ...,
     ) -> Any: ...
     @staticmethod
     def mixture_gaussian_step(
         noise_multiplier: float, sensitivities: NDArray[np.float64], probabilities: NDArray[np.float64],
         sampling_probability: float, direction: str, discretization: float, log_tail: float, max_cells: int,
         split_ratio: int = 0, split_tau: int = 0, rare_growth: float = 0.0, size_only: bool = False,
-        shared_labels: bool = False,
+        shared_labels: bool = False, query_tail: float = ...,
     ) -> Any: ...
     @staticmethod
     def finite_step(
