@@ -54,8 +54,8 @@ class MonotonePair {
   virtual double clamp_low(double log_tail) const = 0;
   virtual double clamp_high(double log_tail) const = 0;
   // A point beyond which Q alone has mass <= e^{log_tail} (where the loss is unbounded above):
-  // Poisson subsampling's P' = (1 - q) Q + q P needs Q's tail and P's tail q times larger. The
-  // default, clamp_high, bounds both.
+  // beyond x, Poisson subsampling's P' = (1 - q) Q + q P has at most Q's tail plus q times P's,
+  // so its clamp point needs Q's own. The default, clamp_high, bounds both P and Q.
   virtual double clamp_high_q(double log_tail) const { return clamp_high(log_tail); }
   // Absolute error bound of the computed loss at the computed edge of a
   // cell, beyond 64 u (1 + |loss|) (the default for closed-form inverses).
