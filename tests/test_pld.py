@@ -567,7 +567,8 @@ def test_a_query_tail_ends_a_subsampled_step_where_its_own_mass_runs_out() -> No
     """With a query's tail, a Poisson-subsampled step ends where P' = (1 - q) Q + q P has e^tail left.
 
     The base pair's point (P's tail e^-80) lies where P' has about q e^-80 + Q's tail left: at q = 1e-6
-    the step reached losses of ~0.5 there, in 5e4 cells of 1e-5, where the query needs ~5e-3. The
+    the step reached losses of 0.41 there, in 41448 cells of 1e-5, where the query's e^-40 ends it at 0.005
+    (503 cells). The
     step with the tail is a different discretisation, not an approximation: its cells are measured
     as before, and the P'-mass beyond goes to +inf, which must stay within e^tail (its two halves'
     budget) and sum with the cells to 1 within the cells' rounding (1e-13, as above).

@@ -366,7 +366,7 @@ def test_many_hits_take_the_split_pass_before_a_huge_grid() -> None:
     """sigma=0.754, q=1.53e-5, T=8.49e6, epsilon(1.26e-12) (130 expected hits; bench/pld_compare_trees.py, seed 7):
     with the steps ending where the subsampled pair runs out, the remove direction's grids took a larger tilt and
     kept refining, 2^20, 2^21 and 2^22 points (2.1 s), for [0.64288, 0.6461]; the split pass that followed them
-    gives [0.6442, 0.64548] in 0.02 s. It now goes before a grid of 2^20 points or more. The interval of 34714be,
+    gives [0.6442, 0.64548] in 0.02 s. It now goes before a grid of 2^20 points or more. The interval of 20caeb2,
     [0.644196, 0.645485], is certified too: they must overlap."""
     acct = dpacct.PLDAccountant().step(noise_multiplier=0.7544481861202954, sampling_probability=1.5348113343530697e-5,
                                        count=8_493_763)
