@@ -2398,16 +2398,21 @@ class PLDAccountant(Accountant):
             if size * discretization / finer > effort:  # the next grid would not fit the effort cap
                 break
             if (
-                split and self._probe is None and _fft_points(size * discretization / finer) >= _SPLIT_BEFORE_POINTS
-                and count * rate <= _SPLIT_BEFORE_HITS and irrelevant_below > 0.0
+                split and self._probe is None and count * rate <= _SPLIT_BEFORE_HITS
+                and _fft_points(size * discretization / finer) >= (
+                    _SPLIT_BEFORE_POINTS if irrelevant_below > 0.0 else _SPLIT_BEFORE_WHOLE
+                )
             ):
                 # Where this direction's upper bound only has to fall below the other's lower bound, the split
                 # composition (run after this loop where it misses anyway) before a grid this large, with few
                 # expected hits: its first, cheap passes usually do that (sigma=0.61, q=2.3e-7, T=1.8e7,
                 # delta=1.7e-6, 4 hits, the add direction: 0.18 s against 1.9 s for a grid of 2^21 points). Not
                 # with many hits: its cost grows with them (sigma=0.628, q=1.4e-5, T=6.8e6, 98 hits: 2.7 s
-                # against 0.8 s for 2^21 points); nor for the whole interval (sigma=1.19, q=5.7e-8, T=4.8e7,
-                # delta=4.5e-14: 1.4 s of split passes where two grids take 0.5 s). Both certified: intersected.
+                # against 0.8 s for 2^21 points). For the whole interval (the first direction) only before a grid
+                # of 2^22 points: before smaller ones its passes cost more than the grids (sigma=1.19, q=5.7e-8,
+                # T=4.8e7, delta=4.5e-14: 1.4 s of split passes where two grids take 0.5 s), before that one less
+                # (sigma=0.61 above, the remove direction: 1.3 s for the grid, 0.5 s for the split composition,
+                # which meets the target). Both certified: intersected.
                 lo, up = self._split_epsilon(
                     groups, direction, delta, best_upper if math.isfinite(best_upper) else guide.value, irrelevant_below
                 )
@@ -2502,6 +2507,7 @@ _TV_STEP_CELLS = 2**16  # ... whose first grid resolves one step's spread with a
 _FALLBACK_SIZE = 2**20  # the largest whole grid tried after the split composition has answered
 _SPLIT_BEFORE_POINTS = 2**20  # an epsilon query's split composition goes before a whole grid of this many points
 _SPLIT_BEFORE_HITS = 10.0  # ... where at most this many hits are expected in all (T q)
+_SPLIT_BEFORE_WHOLE = 2**22  # ... and, for the whole interval (the first direction), before a grid of this many
 _SPLIT_BEFORE_MANY_HITS = 400.0  # ... and its last pass (many hits at a small rate) where at most this many
 _THOROUGH_BELOW = 1e-3  # epsilon queries whose grids stall get a thorough refinement below this relative accuracy
 _LAST_TRY_SIZE = 2**20  # the split composition's last pass at a width of the allowed error
