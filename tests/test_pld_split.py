@@ -388,3 +388,28 @@ def test_one_rare_composition_keeps_the_tail_a_first_guess_would_cut() -> None:
     assert 0.0 < lower <= upper <= 1.005 * lower, (lower, upper)
     assert lower <= 2.43323e-13 * (1 + 1e-9) and 2.43079e-13 <= upper * (1 + 1e-9)
     assert not acct._composed_cache  # the one-rare composition answered alone
+
+
+def test_a_split_pass_the_same_as_the_last_takes_the_one_built() -> None:
+    """A split pass whose arguments match the last one's (the last try after a second refined pass aimed at the
+    same epsilon) reuses it: with the same cap, and with a smaller cap its FFTs fit in (max_size only caps them);
+    a cap they do not fit in builds anew (and fails as before), and a new history forgets it."""
+    acct = dpacct.PLDAccountant().step(noise_multiplier=0.5, sampling_probability=1e-7, count=10**5)
+    groups = acct._groups()
+    first = acct._split_composed(groups, "remove", 0.01, 1e-6, refine=True)
+    assert acct._split_composed(groups, "remove", 0.01, 1e-6, refine=True) is first
+    fits = max(first.size, first.fine_size)
+    assert acct._split_composed(groups, "remove", 0.01, 1e-6, refine=True, max_size=fits) is first
+    other = acct._split_composed(groups, "remove", 0.02, 1e-6, refine=True)  # another tilt: built anew
+    assert other is not first
+    assert acct._split_composed(groups, "remove", 0.01, 1e-6, refine=True) is not first  # only the last is kept
+    if fits > 2:
+        with pytest.raises(ValueError, match="max_size"):
+            acct._split_composed(groups, "remove", 0.01, 1e-6, refine=True, max_size=fits // 2)
+    again = acct._split_composed(groups, "remove", 0.01, 1e-6, refine=True)
+    lo, up = (float(x) for x in again.epsilon_bounds(1e-6)[:2])
+    acct.step(noise_multiplier=0.5, sampling_probability=1e-7, count=1)
+    assert acct._last_split is None
+    fresh = dpacct.PLDAccountant().step(noise_multiplier=0.5, sampling_probability=1e-7, count=10**5)
+    rebuilt = fresh._split_composed(fresh._groups(), "remove", 0.01, 1e-6, refine=True)
+    assert (float(rebuilt.epsilon_bounds(1e-6)[0]), float(rebuilt.epsilon_bounds(1e-6)[1])) == (lo, up)
