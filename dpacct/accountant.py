@@ -17,6 +17,7 @@ from dpacct import _check
 from dpacct.mechanisms import Mechanism
 
 __all__ = [
+    "DEFAULT_ACCOUNTANT",
     "Accountant",
     "NoiseGuide",
     "accountant_guide",
@@ -230,6 +231,12 @@ def unregister_accountant(name: str) -> None:
     del _REGISTRY[name]
 
 
+#: The accountant of :func:`dpacct.epsilon`, :func:`dpacct.delta` and :func:`dpacct.calibrate` when none is
+#: named, as on the command line: PLD, whose certified upper bound is the tightest of the built-ins (its
+#: certified lower bound says how tight). ``accountant="rdp"`` gives the Renyi DP bound: faster, looser.
+DEFAULT_ACCOUNTANT = "pld"
+
+
 def available_accountants() -> tuple[str, ...]:
     """Names accepted by ``accountant=`` in :func:`dpacct.epsilon` and friends (built-ins first)."""
     return tuple(_BUILTIN) + tuple(n for n in _REGISTRY if n not in _BUILTIN)
@@ -272,6 +279,14 @@ def accountant_options(name: str) -> tuple[str, ...]:
     return tuple(p.name for p in parameters if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))
 
 
+def _options_or_none(name: str) -> tuple[str, ...]:
+    """``accountant_options(name)``, or none where the accountant cannot be loaded (a hint only)."""
+    try:
+        return accountant_options(name)
+    except Exception:  # noqa: BLE001 - a broken third-party registration must not hide the real error
+        return ()
+
+
 def check_options(name: str, options: Mapping[str, Any], *, also_valid: Sequence[str] = ()) -> None:
     """Raise a clear ``ValueError`` for an option the accountant ``name`` does not take.
 
@@ -291,6 +306,19 @@ def check_options(name: str, options: Mapping[str, Any], *, also_valid: Sequence
             if key in _SYNONYMS:
                 close = [_SYNONYMS[key]]
             hint = f"; did you mean {close[0]}=?" if close else ""
+            if key not in _SYNONYMS:
+                # An option of another accountant given without naming it (most often RDP's orders= or
+                # conversion= since PLD became the default), or a misspelling of one.
+                others = {other: _options_or_none(other) for other in available_accountants() if other != name}
+                owner = next((other for other, taken in others.items() if key in taken), None)
+                if owner is not None:
+                    hint = f"; it is an option of accountant {owner!r}: pass accountant={owner!r}"
+                elif not close:
+                    for other, taken in others.items():
+                        near = difflib.get_close_matches(key, list(taken), n=1, cutoff=0.8)
+                        if near:
+                            hint = f"; did you mean {near[0]}= (an option of accountant {other!r}: pass accountant={other!r})?"
+                            break
             takes = f"it takes {', '.join(accepted)}" if accepted else "it takes no options"
             msg = f"unknown keyword argument {key}= for accountant {name!r} ({takes}){hint}"
             raise ValueError(msg)

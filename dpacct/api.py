@@ -46,7 +46,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from dpacct import _check
-from dpacct.accountant import Accountant, check_options, make_accountant
+from dpacct.accountant import DEFAULT_ACCOUNTANT, Accountant, check_options, make_accountant
 from dpacct.mechanisms import (
     BallsInBinsGaussianMechanism,
     FixedSizeSampledGaussianMechanism,
@@ -136,7 +136,7 @@ def accountant_for_run(
     run: Run,
     *,
     noise_multiplier: float,
-    accountant: str = "rdp",
+    accountant: str = DEFAULT_ACCOUNTANT,
     sampler: str = "poisson",
     assume_poisson: bool = False,
     max_batch_size: int | None = None,
@@ -224,7 +224,7 @@ def build_accountant(
     batch_size: int | None = None,
     dataset_size: int | None = None,
     drop_last: bool = False,
-    accountant: str = "rdp",
+    accountant: str = DEFAULT_ACCOUNTANT,
     sampler: str = "poisson",
     assume_poisson: bool = False,
     **options: Any,
@@ -257,7 +257,7 @@ def epsilon(
     batch_size: int | None = None,
     dataset_size: int | None = None,
     drop_last: bool = False,
-    accountant: str = "rdp",
+    accountant: str = DEFAULT_ACCOUNTANT,
     sampler: str = "poisson",
     assume_poisson: bool = False,
     **options: Any,
@@ -283,7 +283,10 @@ def epsilon(
         With ``epochs``: whether each epoch drops a short last batch.
     accountant : str
         Accounting method for Poisson sampling, one of
-        :func:`dpacct.available_accountants` (``"rdp"``).
+        :func:`dpacct.available_accountants`: ``"pld"`` (the default, as on the command
+        line: the certified upper bound of the privacy loss distribution, the tightest;
+        :class:`~dpacct.pld.PLDAccountant`'s ``epsilon_bounds`` also gives the lower bound)
+        or ``"rdp"`` (the Renyi DP bound: faster, looser).
     sampler : str
         How batches are drawn: ``"poisson"`` (add/remove adjacency), ``"shuffle"``,
         ``"balls_in_bins"`` or ``"deterministic"`` (zero-out adjacency; the Gaussian curve of the
@@ -309,6 +312,9 @@ def epsilon(
     Examples
     --------
     >>> round(epsilon(noise_multiplier=1.1, sampling_probability=256 / 60000, steps=10_000, delta=1e-5), 3)
+    1.981
+    >>> round(epsilon(noise_multiplier=1.1, sampling_probability=256 / 60000, steps=10_000, delta=1e-5,
+    ...               accountant="rdp"), 3)
     2.162
     >>> round(epsilon(noise_multiplier=1.1, epochs=60, batch_size=256, dataset_size=60_000, delta=1e-5,
     ...               sampler="deterministic"), 2)
@@ -334,7 +340,7 @@ def delta(
     batch_size: int | None = None,
     dataset_size: int | None = None,
     drop_last: bool = False,
-    accountant: str = "rdp",
+    accountant: str = DEFAULT_ACCOUNTANT,
     sampler: str = "poisson",
     assume_poisson: bool = False,
     **options: Any,
@@ -399,7 +405,7 @@ def shuffle_epsilon_details(
     batch_size: int | None = None,
     dataset_size: int | None = None,
     drop_last: bool = False,
-    accountant: str = "rdp",
+    accountant: str = DEFAULT_ACCOUNTANT,
     **options: Any,
 ) -> dict[str, Any]:
     """The honest epsilon interval of a shuffled DP-SGD run, for reports and the CLI.

@@ -16,7 +16,7 @@ from typing import Any
 
 from dpacct import _check
 from dpacct._search import SIGMA_RANGE, BudgetUnreachableError, root_in_log, smallest_safe, smallest_safe_below
-from dpacct.accountant import NoiseGuide, accountant_guide
+from dpacct.accountant import DEFAULT_ACCOUNTANT, NoiseGuide, accountant_guide
 from dpacct.api import accountant_for_run, resolve_run
 from dpacct.run import Run
 
@@ -70,7 +70,7 @@ def calibrate(
     batch_size: int | None = None,
     dataset_size: int | None = None,
     drop_last: bool = False,
-    accountant: str = "rdp",
+    accountant: str = DEFAULT_ACCOUNTANT,
     sampler: str = "poisson",
     rtol: float = 1e-6,
     **options: Any,
@@ -120,7 +120,7 @@ def calibrate(
     --------
     >>> r = calibrate(epsilon=1.0, delta=1e-5, sampling_probability=256 / 60000, steps=10_000)
     >>> r.epsilon <= 1.0, round(r.noise_multiplier, 3)
-    (True, 1.879)
+    (True, 1.754)
     """
     target = _check.positive("epsilon", epsilon)
     d = _check.delta(delta)

@@ -91,9 +91,10 @@ deltas = st.floats(min_value=1e-12, max_value=0.1)
 @pytest.mark.filterwarnings("ignore::dpacct.rdp.OrderGridWarning")
 @given(sigma=sigmas, q=rates, steps=step_counts, delta=deltas, factor=st.floats(min_value=1.01, max_value=3.0))
 def test_epsilon_monotone(sigma: float, q: float, steps: int, delta: float, factor: float) -> None:
-    """epsilon grows with steps and q and shrinks with sigma and delta."""
+    """RDP's epsilon grows with steps and q and shrinks with sigma and delta (PLD's certified intervals:
+    tests/test_pld_properties.py)."""
     def eps(s: float = sigma, p: float = q, t: int = steps, d: float = delta) -> float:
-        return float(dpacct.epsilon(noise_multiplier=s, sampling_probability=p, steps=t, delta=d))
+        return float(dpacct.epsilon(noise_multiplier=s, sampling_probability=p, steps=t, delta=d, accountant="rdp"))
 
     base = eps()
     assert eps(s=sigma * factor) <= base

@@ -13,12 +13,24 @@ from dpacct.accountant import register_accountant, unregister_accountant
 
 
 def test_unknown_keyword_is_a_clear_value_error() -> None:
-    """A misspelt or foreign keyword names itself, the accountant's options and the likely intended name."""
+    """A misspelt or foreign keyword names itself, the accountant's options and the likely intended name; an
+    option of another accountant given without naming it (RDP's orders= to the default, PLD) says which."""
     with pytest.raises(ValueError, match=r"unknown keyword argument sample_rate= for accountant 'rdp' "
                                          r"\(it takes orders, conversion\); did you mean sampling_probability=\?"):
+        dpacct.epsilon(noise_multiplier=1.0, sampling_probability=0.01, steps=10, delta=1e-5, sample_rate=0.01,
+                       accountant="rdp")
+    with pytest.raises(ValueError, match=r"for accountant 'pld' \(it takes discretization, relative_accuracy, "
+                                         r"max_size\); did you mean sampling_probability=\?"):
         dpacct.epsilon(noise_multiplier=1.0, sampling_probability=0.01, steps=10, delta=1e-5, sample_rate=0.01)
     with pytest.raises(ValueError, match="did you mean orders="):
-        dpacct.epsilon(noise_multiplier=1.0, sampling_probability=0.01, steps=10, delta=1e-5, order=[2.0])
+        dpacct.epsilon(noise_multiplier=1.0, sampling_probability=0.01, steps=10, delta=1e-5, order=[2.0],
+                       accountant="rdp")
+    with pytest.raises(ValueError, match=r"unknown keyword argument orders= for accountant 'pld' .*; it is an "
+                                         r"option of accountant 'rdp': pass accountant='rdp'"):
+        dpacct.epsilon(noise_multiplier=1.0, sampling_probability=0.01, steps=10, delta=1e-5, orders=[2.0])
+    with pytest.raises(ValueError, match=r"did you mean orders= \(an option of accountant 'rdp': pass "
+                                         r"accountant='rdp'\)\?"):
+        dpacct.delta(noise_multiplier=1.0, sampling_probability=0.01, steps=10, epsilon=1.0, order=[2.0])
     with pytest.raises(ValueError, match="unknown keyword argument orders= for accountant 'zcdp'"):
         dpacct.calibrate(epsilon=1.0, delta=1e-5, sampling_probability=1.0, steps=10, accountant="zcdp",
                          orders=[2.0])
@@ -50,7 +62,8 @@ def test_registry_is_explicit_and_refuses_taken_names() -> None:
             register_accountant("custom-test", dpacct.RDPAccountant)
         eps = dpacct.epsilon(noise_multiplier=2.0, sampling_probability=0.01, steps=100, delta=1e-5,
                              accountant="custom-test")
-        assert eps == dpacct.epsilon(noise_multiplier=2.0, sampling_probability=0.01, steps=100, delta=1e-5)
+        assert eps == dpacct.epsilon(noise_multiplier=2.0, sampling_probability=0.01, steps=100, delta=1e-5,
+                                     accountant="rdp")
     finally:
         unregister_accountant("custom-test")
     assert "custom-test" not in dpacct.available_accountants()

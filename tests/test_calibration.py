@@ -11,15 +11,30 @@ Q = 256 / 60000
 
 @pytest.mark.parametrize("target", [0.5, 1.0, 3.0, 8.0])
 def test_noise_multiplier_meets_budget_and_is_tight(target: float) -> None:
-    """The returned sigma meets the budget and sigma * (1 - 1e-5) does not (rtol=1e-6)."""
-    r = dpacct.calibrate(epsilon=target, delta=1e-5, sampling_probability=Q, steps=10_000)
+    """RDP: the returned sigma meets the budget and sigma * (1 - 1e-5) does not (rtol=1e-6; PLD resolves sigma
+    to 0.1 %, below)."""
+    r = dpacct.calibrate(epsilon=target, delta=1e-5, sampling_probability=Q, steps=10_000, accountant="rdp")
     assert r.solved_for == "noise_multiplier"
     assert r.epsilon <= target
-    recomputed = dpacct.epsilon(noise_multiplier=r.noise_multiplier, sampling_probability=Q, steps=10_000, delta=1e-5)
+    recomputed = dpacct.epsilon(noise_multiplier=r.noise_multiplier, sampling_probability=Q, steps=10_000, delta=1e-5,
+                                accountant="rdp")
     assert recomputed == r.epsilon
     smaller = dpacct.epsilon(noise_multiplier=r.noise_multiplier * (1 - 1e-5), sampling_probability=Q,
-                             steps=10_000, delta=1e-5)
+                             steps=10_000, delta=1e-5, accountant="rdp")
     assert smaller > target
+
+
+def test_the_default_accountant_is_pld_as_on_the_command_line() -> None:
+    """calibrate, epsilon and delta without accountant= are PLD's (the command line's default too), and PLD's
+    sigma is below RDP's for the same budget (its certified upper bound is the tighter)."""
+    default = dpacct.calibrate(epsilon=2.0, delta=1e-5, sampling_probability=Q, steps=10_000)
+    named = dpacct.calibrate(epsilon=2.0, delta=1e-5, sampling_probability=Q, steps=10_000, accountant="pld")
+    assert default == named and default.accountant == "pld"
+    rdp = dpacct.calibrate(epsilon=2.0, delta=1e-5, sampling_probability=Q, steps=10_000, accountant="rdp")
+    assert default.noise_multiplier < rdp.noise_multiplier
+    run = {"noise_multiplier": 1.1, "sampling_probability": Q, "steps": 10_000}
+    assert dpacct.epsilon(**run, delta=1e-5) == dpacct.epsilon(**run, delta=1e-5, accountant="pld")
+    assert dpacct.delta(**run, epsilon=2.0) == dpacct.delta(**run, epsilon=2.0, accountant="pld")
 
 
 def test_steps_is_the_largest_within_budget() -> None:
@@ -82,7 +97,8 @@ def test_pld_noise_calibration_meets_budget_and_is_near_the_smallest_certified_s
     again = dpacct.epsilon(noise_multiplier=result.noise_multiplier, sampling_probability=q, steps=steps,
                            delta=delta, accountant="pld")
     assert again == result.epsilon  # the reported epsilon is the accountant's, re-computed
-    rdp_sigma = dpacct.calibrate(epsilon=target, delta=delta, sampling_probability=q, steps=steps).noise_multiplier
+    rdp_sigma = dpacct.calibrate(epsilon=target, delta=delta, sampling_probability=q, steps=steps,
+                                 accountant="rdp").noise_multiplier
     assert result.noise_multiplier < rdp_sigma
     # The solver resolves sigma to 0.1% (calibration._PLD_MIN_RTOL); 0.3% less noise must fail the budget.
     smaller = dpacct.epsilon(noise_multiplier=result.noise_multiplier * (1 - 3e-3), sampling_probability=q,

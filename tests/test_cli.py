@@ -28,10 +28,22 @@ def test_epsilon_json_matches_python_api(capsys: pytest.CaptureFixture[str]) -> 
     """`dpacct epsilon --json` reports the same epsilon as dpacct.epsilon, with its kind and order."""
     out = run_json(capsys, "epsilon", "--sigma", "1.1", "--q", "0.01", "--steps", "1000", "--delta", "1e-5",
                    "--accountant", "rdp")
-    expected = dpacct.epsilon(noise_multiplier=1.1, sampling_probability=0.01, steps=1000, delta=1e-5)
+    expected = dpacct.epsilon(noise_multiplier=1.1, sampling_probability=0.01, steps=1000, delta=1e-5, accountant="rdp")
     assert out["epsilon"] == expected
     assert out["kind"] == "upper bound"
     assert out["order"] > 1
+
+
+def test_command_line_and_python_share_the_default_accountant(capsys: pytest.CaptureFixture[str]) -> None:
+    """Without --accountant / accountant= both give PLD's certified upper bound, the same number (the README's
+    example: 2.162 in Python and 1.982 on the command line while Python defaulted to RDP)."""
+    out = run_json(capsys, "epsilon", "--sigma", "1.1", "--q", "0.0042667", "--steps", "10000", "--delta", "1e-5")
+    assert out["accountant"] == "pld" and out["kind"] == "upper bound"
+    expected = dpacct.epsilon(noise_multiplier=1.1, sampling_probability=0.0042667, steps=10_000, delta=1e-5)
+    assert out["epsilon"] == expected
+    assert 1.974 < out["epsilon_lower_bound"] <= expected < 1.982  # [1.97486, 1.98101] measured
+    out = run_json(capsys, "delta", "--sigma", "1.1", "--q", "0.0042667", "--steps", "10000", "--epsilon", "2")
+    assert out["delta"] == dpacct.delta(noise_multiplier=1.1, sampling_probability=0.0042667, steps=10_000, epsilon=2.0)
 
 
 def test_epochs_batch_size_dataset_size(capsys: pytest.CaptureFixture[str]) -> None:
@@ -385,7 +397,7 @@ def test_assume_poisson_labels_each_number_with_its_run(capsys: pytest.CaptureFi
     report = json.loads(captured.out)
     assert report["accounted_as"] == "poisson" and report["kind"] == "heuristic"
     assert "NOT a guarantee" in report["kind_detail"]
-    poisson = dpacct.epsilon(noise_multiplier=1.1, sampling_probability=0.01, steps=300, delta=1e-5)
+    poisson = dpacct.epsilon(noise_multiplier=1.1, sampling_probability=0.01, steps=300, delta=1e-5, accountant="rdp")
     assert report["epsilon"] == poisson
     interval = report["shuffle_interval"]
     assert interval["sampler"] == "shuffle"

@@ -94,11 +94,19 @@ def test_cpp_kernel_validates_too() -> None:
 
 
 def test_extreme_valid_inputs_work() -> None:
-    """T = 10^7, delta = 1e-15, sigma = 0.2 and q = 1e-8 give finite answers, no NaN."""
-    assert math.isfinite(dpacct.epsilon(noise_multiplier=1.0, sampling_probability=1e-3, steps=10**7, delta=1e-15))
-    eps = dpacct.epsilon(noise_multiplier=0.2, sampling_probability=0.5, steps=1000, delta=1e-5)
-    assert math.isfinite(eps) and eps > 0
-    assert 0 < dpacct.epsilon(noise_multiplier=1.0, sampling_probability=1e-8, steps=100, delta=1e-5) < 1.0
+    """T = 10^7, delta = 1e-15, sigma = 0.2 and q = 1e-8 give finite answers, no NaN, with either accountant."""
+    for accountant in ("pld", "rdp"):
+        assert math.isfinite(dpacct.epsilon(noise_multiplier=1.0, sampling_probability=1e-3, steps=10**7, delta=1e-15,
+                                            accountant=accountant))
+        eps = dpacct.epsilon(noise_multiplier=0.2, sampling_probability=0.5, steps=1000, delta=1e-5,
+                             accountant=accountant)
+        assert math.isfinite(eps) and eps > 0
+    tiny = {"noise_multiplier": 1.0, "sampling_probability": 1e-8, "steps": 100}
+    assert 0 < dpacct.epsilon(**tiny, delta=1e-5, accountant="rdp") < 1.0
+    # PLD's certified answer is exactly 0 there: a record is sampled at all with probability 1e-6 < delta, and the
+    # total variation distance delta(0) is below that.
+    assert dpacct.epsilon(**tiny, delta=1e-5) == 0.0
+    assert dpacct.delta(**tiny, epsilon=0.0) <= 1e-6
 
 
 @pytest.mark.parametrize(

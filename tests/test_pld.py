@@ -45,7 +45,7 @@ def test_pld_is_below_rdp_on_dpsgd_grid() -> None:
     """PLD's certified epsilon is never above RDP's (both are upper bounds; PLD is the tighter)."""
     for sigma, q, steps in [(1.1, 256 / 60000, 1000), (0.8, 0.01, 3000), (2.0, 0.1, 200)]:
         pld = dpacct.epsilon(noise_multiplier=sigma, sampling_probability=q, steps=steps, delta=1e-5, accountant="pld")
-        rdp = dpacct.epsilon(noise_multiplier=sigma, sampling_probability=q, steps=steps, delta=1e-5)
+        rdp = dpacct.epsilon(noise_multiplier=sigma, sampling_probability=q, steps=steps, delta=1e-5, accountant="rdp")
         assert pld <= rdp
 
 
