@@ -1,8 +1,9 @@
 """Random epsilon queries over issue 10's whole range: how often the PLD engine misses 1 % or 2 s.
 
-Usage: python bench/pld_sweep.py [--queries N] [--seed S] [--min-rate Q] [--max-rate Q] [--delta]
+Usage: python bench/pld_sweep.py [--queries N] [--seed S] [--min-rate Q] [--max-rate Q]
+                                 [--min-sigma S] [--max-sigma S] [--delta]
 
-Draws sigma log-uniform in [0.3, 10], q log-uniform in [min-rate, max-rate] (default 1e-8 .. 1),
+Draws sigma log-uniform in [min-sigma, max-sigma] (default 0.3 .. 10), q log-uniform in [min-rate, max-rate] (default 1e-8 .. 1),
 T log-uniform in [1, 1e8] and delta log-uniform in [1e-15, 0.1], answers epsilon(delta) cold
 (``dpacct.pld.clear_cache()`` before each query) and prints every query that misses the
 issue's targets (certified width <= 1 % of epsilon, <= 2 CPU seconds), then a summary.
@@ -36,18 +37,22 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=10)
     parser.add_argument("--min-rate", type=float, default=1e-8)
     parser.add_argument("--max-rate", type=float, default=1.0)
+    parser.add_argument("--min-sigma", type=float, default=0.3)
+    parser.add_argument("--max-sigma", type=float, default=10.0)
     parser.add_argument("--delta", action="store_true", help="time delta queries at the upper epsilon instead")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     wide, slow, unsound, cpu_all, widths = 0, 0, 0, [], []
-    print(f"dpacct {dpacct.__version__}, seed {args.seed}, q in [{args.min_rate:g}, {args.max_rate:g}]")
+    print(f"dpacct {dpacct.__version__}, seed {args.seed}, q in [{args.min_rate:g}, {args.max_rate:g}]"
+          + (f", sigma in [{args.min_sigma:g}, {args.max_sigma:g}]" if (args.min_sigma, args.max_sigma) != (0.3, 10.0)
+             else ""))
     if args.delta:
         print("| sigma | q | T | query | delta lower | delta upper | width | CPU s | misses |")
     else:
         print("| sigma | q | T | delta | lower | upper | width | CPU s | misses |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for _ in range(args.queries):
-        sigma = log_uniform(rng, 0.3, 10.0)
+        sigma = log_uniform(rng, args.min_sigma, args.max_sigma)
         q = min(log_uniform(rng, args.min_rate, args.max_rate), 1.0)
         steps = max(1, int(log_uniform(rng, 1.0, 1e8)))
         delta = log_uniform(rng, 1e-15, 0.1)

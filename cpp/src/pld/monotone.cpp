@@ -638,19 +638,29 @@ struct Range {
 
 Range loss_range(const MonotonePair& pair, double d, double log_tail) {
   require_positive_finite("discretization", d);
+  const ClampRange c = clamp_range(pair, log_tail);
+  return {c.x_small, c.x_large, static_cast<long>(std::floor(c.loss_low / d)),
+          static_cast<long>(std::floor(c.loss_high / d))};
+}
+
+}  // namespace
+
+ClampRange clamp_range(const MonotonePair& pair, double log_tail) {
   const double loss_inf = pair.loss_inf(), loss_sup = pair.loss_sup();
-  // Clamp points where the loss is unbounded; +-inf where it is bounded.
-  const double x_small = loss_inf == kNegInf ? pair.clamp_low(log_tail) : kNegInf;
-  const double x_large = loss_sup == kInf ? pair.clamp_high(log_tail) : kInf;
+  double x_small = pair.clamp_low(log_tail), x_large = pair.clamp_high(log_tail);
+  if (loss_inf != kNegInf && !(std::isfinite(x_small) && loss_inf < 0.0 && pair.loss(x_small) > 0.5 * loss_inf)) {
+    x_small = kNegInf;
+  }
+  if (loss_sup != kInf && !(std::isfinite(x_large) && loss_sup > 0.0 && pair.loss(x_large) < 0.5 * loss_sup)) {
+    x_large = kInf;
+  }
   const double loss_low = std::isinf(x_small) ? loss_inf : pair.loss(x_small);
   const double loss_high = std::isinf(x_large) ? loss_sup : pair.loss(x_large);
   if (!(std::isfinite(loss_low) && std::isfinite(loss_high) && loss_low <= loss_high)) {
     throw std::domain_error("could not bound the privacy loss of one step");
   }
-  return {x_small, x_large, static_cast<long>(std::floor(loss_low / d)), static_cast<long>(std::floor(loss_high / d))};
+  return {x_small, x_large, loss_low, loss_high};
 }
-
-}  // namespace
 
 std::size_t discretized_size(const MonotonePair& pair, double d, double log_tail) {
   const Range r = loss_range(pair, d, log_tail);

@@ -95,13 +95,8 @@ OneRareStep discretize_one_rare(const MonotonePair& pair, double d, long band_lo
   if (band_low < 1 || band_high < 1) throw std::invalid_argument("the band indices must be >= 1");
   if (!(growth > 0.0 && growth <= 1.0)) fail("growth", "in (0, 1]", growth);
   // The tail cut and the band's top edge exactly as discretize_split computes them.
-  const double loss_sup = pair.loss_sup();
-  const double x_large = loss_sup == kInf ? pair.clamp_high(log_tail) : kInf;
-  const double loss_low = pair.loss_inf() == kNegInf ? pair.loss(pair.clamp_low(log_tail)) : pair.loss_inf();
-  const double loss_high = std::isinf(x_large) ? loss_sup : pair.loss(x_large);
-  if (!(std::isfinite(loss_low) && std::isfinite(loss_high) && loss_low <= loss_high)) {
-    throw std::domain_error("could not bound the privacy loss of one step");
-  }
+  const ClampRange range = clamp_range(pair, log_tail);
+  const double x_large = range.x_large, loss_low = range.loss_low, loss_high = range.loss_high;
   const auto k_low = static_cast<long>(std::floor(loss_low / d));
   const auto k_high = static_cast<long>(std::floor(loss_high / d));
   const long b1 = std::max(-band_low, k_low), b2 = std::min(band_high - 1, k_high);

@@ -109,14 +109,9 @@ SplitStep discretize_split(const MonotonePair& pair, double d, long ratio, long 
   const double dc = d * static_cast<double>(ratio);
   const long t = tau_index;
   const long f = tau_index * ratio;  // tau in fine units
-  const double loss_inf = pair.loss_inf(), loss_sup = pair.loss_sup();
-  const double x_small = loss_inf == kNegInf ? pair.clamp_low(log_tail) : kNegInf;
-  const double x_large = loss_sup == kInf ? pair.clamp_high(log_tail) : kInf;
-  const double loss_low = std::isinf(x_small) ? loss_inf : pair.loss(x_small);
-  const double loss_high = std::isinf(x_large) ? loss_sup : pair.loss(x_large);
-  if (!(std::isfinite(loss_low) && std::isfinite(loss_high) && loss_low <= loss_high)) {
-    throw std::domain_error("could not bound the privacy loss of one step");
-  }
+  const ClampRange range = clamp_range(pair, log_tail);
+  const double x_small = range.x_small, x_large = range.x_large;
+  const double loss_low = range.loss_low, loss_high = range.loss_high;
   const auto a_low = static_cast<long>(std::floor(loss_low / dc));
   const auto a_high = static_cast<long>(std::floor(loss_high / dc));
   const auto k_low = static_cast<long>(std::floor(loss_low / d));
