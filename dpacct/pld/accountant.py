@@ -127,7 +127,9 @@ _TILT_STRENGTH = 0.5  # tilt = strength * lambda*, see PLDAccountant._tilt
 # (relative_accuracy * epsilon); measured on the bench grid and the corner cases of bench/.
 _SQRT_SCALE = 2.0
 _LINEAR_SCALE = 2.0
-_MIN_DISCRETIZATION = 1e-12
+# The finest grid: epsilons down to ~1e-9 need cells of ~1e-13 (sigma=1165, q=1.04e-8, T=3797, delta=1.2e-13:
+# every loss within 9e-11, epsilon 1.74e-9; [1.0e-9, 2.1e-9] on grids stopped at 1e-12, [1.72e-9, 1.75e-9] at 1e-13).
+_MIN_DISCRETIZATION = 1e-14
 # The grid error model of PLDAccountant._grid: gap ~ _GAP_CONSTANT T D^2 (eps / 2V + 1/4), aimed at
 # _GAP_TARGET times the allowed error.
 _GAP_CONSTANT = 0.45
@@ -2345,7 +2347,8 @@ class PLDAccountant(Accountant):
         discretization = self._grid(groups, direction, self._allowed(aim, irrelevant_below), aim)
         refinement, reaims, slope = 0, 0, guide.slope
         thorough = just_split = False
-        deep: float | None = None  # an estimate of epsilon once the window's cut is deepened (see below)
+        deep: float | None = None  # an estimate of epsilon once the window's cut is deepened (see below) ...
+        tilt_cap: float | None = None  # ... and the saddle point's tilt there
         if irrelevant_below > 0.0 and self._discretization is None and self._probe is None:
             # This direction matters only if its epsilon exceeds the other's lower bound: the upper
             # masses alone, composed first (a third of the transforms, and the labels' window is not
@@ -2363,7 +2366,8 @@ class PLDAccountant(Accountant):
             wide = (best_upper - best_lower) / best_upper if math.isfinite(best_upper) and best_upper > 0.0 else 1.0
             known *= max(1.0, wide / self._relative_accuracy)
             lo, up, size = self._epsilon_at(
-                groups, direction, delta, slope, discretization, effort, answer=known, thorough=thorough, deep=deep
+                groups, direction, delta, slope, discretization, effort, answer=known, thorough=thorough, deep=deep,
+                tilt_cap=tilt_cap,
             )
             previous_gap = best_upper - best_lower
             best_lower, best_upper = max(best_lower, lo), min(best_upper, up)
@@ -2408,15 +2412,22 @@ class PLDAccountant(Accountant):
                     aim, slope = known, fine.slope
                     continue
             if refinement > 0 and gap > 0.7 * previous_gap:  # the grid no longer limits the gap
-                if deep is None and best_lower > 0.0 and not just_split:
-                    # ... or the window's cut does, where the tilt lifts delta only a few e-folds over the tilted
-                    # mass (delta small because the composed spread is: sigma=516, q=3.7e-8, T=6628,
-                    # delta=7.5e-13, [1.48e-8, 2.05e-8] on grids of 1e-11 and 1e-12, [1.906e-8, 1.913e-8] on the
-                    # second with the cut at e^-37.5): this grid once more with the cut it needs. Only once
-                    # stalled: the cut from the estimate alone deepened grids that met the target without it.
-                    cut = self._epsilon_window_tail(groups, direction, delta, self._tilt(slope, delta), best_lower)
-                    if cut < _WINDOW_TAIL - 1.0:
-                        deep = best_lower
+                estimate = best_lower if best_lower > 0.0 else 0.5 * best_upper
+                if deep is None and not just_split and 0.0 < estimate < math.inf:
+                    # ... or the tilt and the window's cut do, where delta is small because the composed spread is
+                    # (not because epsilon is far out): the Chernoff slope then overshoots the saddle point at
+                    # epsilon, and the tilt lifts delta only a few e-folds over the tilted mass, which the default
+                    # cut charges (sigma=516, q=3.7e-8, T=6628, delta=7.5e-13: [1.48e-8, 2.05e-8] on grids of 1e-11
+                    # and 1e-12, [1.906e-8, 1.913e-8] on the second with the cut at e^-37.5; sigma=1165,
+                    # q=1.04e-8, T=3797, delta=1.2e-13: [0, 2.19e-9], then [1.72e-9, 1.75e-9] at the saddle's tilt
+                    # with the cut at e^-50). This grid once more at the saddle's tilt (where below the one taken)
+                    # with the cut that tilt needs. Only once stalled: the cut from the estimate alone deepened
+                    # grids that met the target without it.
+                    taken = self._tilt(slope, delta)
+                    saddle = self._saddle_tilt(groups, direction, estimate, taken)
+                    cut = self._epsilon_window_tail(groups, direction, delta, saddle, estimate)
+                    if cut < _WINDOW_TAIL - 1.0 or saddle < 0.9 * taken:
+                        deep, tilt_cap = estimate, saddle
                         continue
                 # (Not once the split composition has run: its interval, not round-off, makes the grids look stalled.)
                 if thorough or just_split or self._relative_accuracy >= _THOROUGH_BELOW or self._probe is not None:
@@ -2504,6 +2515,29 @@ class PLDAccountant(Accountant):
             allowed = max(allowed, 0.5 * (irrelevant_below - aim))
         return allowed
 
+    def _saddle_tilt(self, groups: list[tuple[_Spec, int]], direction: str, epsilon: float, upto: float) -> float:
+        """The tilt lambda in [0, upto] whose tilted composed loss has its mean at ``epsilon``, K'(lambda) = epsilon
+        (K the guides' cumulant, its slope by central differences); ``upto`` where K'(upto) is still below
+        epsilon. Tilting there puts the most tilted mass near epsilon (the saddle point approximation of delta;
+        Daniels 1954); the Chernoff slope is above it wherever the Chernoff bound overshoots epsilon."""
+        cumulant = self._estimated_cumulant(groups, direction)
+
+        def mean(s: float) -> float:
+            h = 1e-4 * s
+            return float(cumulant(s + h) - cumulant(s - h)) / (2.0 * h)
+
+        if not (upto > 0.0 and math.isfinite(upto)) or not mean(upto) > epsilon:
+            return upto
+        if mean(1e-6 * upto) >= epsilon:
+            return 0.0  # epsilon at or below the mean loss: no tilt
+        low, high = 0.0, upto
+        for _ in range(60):
+            middle = 0.5 * (low + high)
+            if middle <= 0.0 or not math.isfinite(mean(middle)):
+                break
+            low, high = (middle, high) if mean(middle) < epsilon else (low, middle)
+        return low
+
     def _epsilon_window_tail(
         self, groups: list[tuple[_Spec, int]], direction: str, delta: float, tilt: float, epsilon: float
     ) -> float:
@@ -2529,17 +2563,18 @@ class PLDAccountant(Accountant):
     def _epsilon_at(
         self, groups: list[tuple[_Spec, int]], direction: str, delta: float, slope: float, discretization: float,
         max_size: int | None = None, lower: bool = True, answer: float = math.inf, thorough: bool = False,
-        deep: float | None = None,
+        deep: float | None = None, tilt_cap: float | None = None,
     ) -> tuple[float, float, int]:
         """Bounds from the grid of width ``discretization`` (and the largest FFT size it used); ``answer``:
         the size of answer the labels must resolve (``_shared_labels``); ``thorough``: see ``_composed``;
-        ``deep``: an estimate of epsilon for a window cut deeper than the default (``_epsilon_window_tail``)."""
+        ``deep``: an estimate of epsilon for a window cut deeper than the default (``_epsilon_window_tail``);
+        ``tilt_cap``: the most tilt taken (``_saddle_tilt``)."""
         # Each attempt gives certified bounds, so the tightest is kept. Where the tilt puts the
         # mass at huge clamped losses, the window cannot certify epsilon (upper = inf) or the
         # answer lies below the window: a smaller tilt is tried, down to none.
         best_lower, best_upper, size = 0.0, math.inf, 0
         for _attempt in range(6):
-            tilt = self._tilt(slope, delta)
+            tilt = self._tilt(slope, delta) if tilt_cap is None else min(self._tilt(slope, delta), tilt_cap)
             grid: dict[str, Any] = dict(
                 discretization=discretization, tilt=tilt, log_tail=self._query_tail(groups, delta), max_size=max_size,
                 lower=lower, answer=answer, thorough=thorough,
