@@ -44,7 +44,8 @@ CASES = [
     ("delta(4.65e5) sigma=4.41 q=0.5 T=7.1e7", 4.41, 0.5, 71_000_000, "delta", 465000.0),
     # The largest sigma of the issue's range, where every loss is ~ q / sigma (bench/pld_sweep.py --min-sigma 10).
     ("sigma=1e4 q=0.01 T=1e8 delta=1e-15", 1e4, 0.01, 100_000_000, "epsilon", 1e-15),
-    ("sigma=516 q=3.7e-8 T=6628 delta=7.5e-13", 516.416790886204, 3.6778410798497065e-08, 6628, "epsilon", 7.523660212837648e-13),
+    ("sigma=516 q=3.7e-8 T=6628 delta=7.5e-13", 516.416790886204, 3.6778410798497065e-08, 6628, "epsilon",
+     7.523660212837648e-13),
 ]
 
 CHILD = """

@@ -3,10 +3,11 @@
 Usage: python bench/pld_sweep.py [--queries N] [--seed S] [--min-rate Q] [--max-rate Q]
                                  [--min-sigma S] [--max-sigma S] [--delta]
 
-Draws sigma log-uniform in [min-sigma, max-sigma] (default 0.3 .. 10), q log-uniform in [min-rate, max-rate] (default 1e-8 .. 1),
-T log-uniform in [1, 1e8] and delta log-uniform in [1e-15, 0.1], answers epsilon(delta) cold
-(``dpacct.pld.clear_cache()`` before each query) and prints every query that misses the
-issue's targets (certified width <= 1 % of epsilon, <= 2 CPU seconds), then a summary.
+Draws sigma log-uniform in [min-sigma, max-sigma] (default 0.3 .. 10), q log-uniform in
+[min-rate, max-rate] (default 1e-8 .. 1), T log-uniform in [1, 1e8] and delta log-uniform in
+[1e-15, 0.1], answers epsilon(delta) cold (``dpacct.pld.clear_cache()`` before each query) and
+prints every query that misses the issue's targets (certified width <= 1 % of epsilon, <= 2 CPU
+seconds), then a summary.
 With ``--delta`` each query is instead a delta query at the upper bound of the same draw's
 epsilon interval (the "matching epsilon" of issue 10 item 2), judged by its relative width
 (delta_upper - delta_lower) / delta_upper and its own CPU seconds.

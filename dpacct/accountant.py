@@ -317,7 +317,8 @@ def check_options(name: str, options: Mapping[str, Any], *, also_valid: Sequence
                     for other, taken in others.items():
                         near = difflib.get_close_matches(key, list(taken), n=1, cutoff=0.8)
                         if near:
-                            hint = f"; did you mean {near[0]}= (an option of accountant {other!r}: pass accountant={other!r})?"
+                            hint = (f"; did you mean {near[0]}= (an option of accountant {other!r}: "
+                                    f"pass accountant={other!r})?")
                             break
             takes = f"it takes {', '.join(accepted)}" if accepted else "it takes no options"
             msg = f"unknown keyword argument {key}= for accountant {name!r} ({takes}){hint}"

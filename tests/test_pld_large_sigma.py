@@ -54,7 +54,9 @@ CASES = [
 
 
 @pytest.mark.parametrize(("sigma", "q", "steps", "delta"), CASES)
-def test_large_sigma_epsilon_is_tight_around_the_central_limit(sigma: float, q: float, steps: int, delta: float) -> None:
+def test_large_sigma_epsilon_is_tight_around_the_central_limit(
+    sigma: float, q: float, steps: int, delta: float
+) -> None:
     """Within the default 0.5 %, and holding the central limit's epsilon within 0.1 % (see the module notes)."""
     acct = PLDAccountant().step(noise_multiplier=sigma, sampling_probability=q, count=steps)
     lower, upper = (float(x) for x in acct.epsilon_bounds(delta))

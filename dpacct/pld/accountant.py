@@ -2581,7 +2581,9 @@ class PLDAccountant(Accountant):
             grid: dict[str, Any] = dict(
                 discretization=discretization, tilt=tilt, log_tail=self._query_tail(groups, delta), max_size=max_size,
                 lower=lower, answer=answer, thorough=thorough,
-                window_tail=_WINDOW_TAIL if deep is None else self._epsilon_window_tail(groups, direction, delta, tilt, deep),
+                window_tail=(
+                    _WINDOW_TAIL if deep is None else self._epsilon_window_tail(groups, direction, delta, tilt, deep)
+                ),
             )
             composed = self._composed(groups, direction, **grid)
             if self._probe is not None:
