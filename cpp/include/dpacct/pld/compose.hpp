@@ -62,6 +62,15 @@ namespace detail {
 // relative: 6 u (B + n / B + 4) instead of one recursion's ~u n (compose.cpp shows the bound).
 std::vector<double> suffix_sums(const std::vector<double>& c, double slope, double d);
 double suffix_relative_error(std::size_t n);
+// excess[i] = sum_{j >= i} c_j e^{-slope (j - i) d} (1 - e^{-(j - i) d}) from the suffix sums s2 of the same c at
+// slope + 1, by the recursion excess[i] = r (excess[i + 1] + g s2[i + 1]) (r = e^{-slope d}, g = 1 - e^{-d}) of
+// non-negative terms: within excess_relative_error(n, error of s2) of exact, relative (each step rounds
+// ~5 times, r^j carries exp's ulp j times).
+std::vector<double> excess_sums(const std::vector<double>& s2, double slope, double d);
+double excess_relative_error(std::size_t n, double s2_error);
+// sqrt(sum_{j < n} w_j^2) bounded from above for w_j = e^{-slope j d} min(1, (j + 1) d), the weights with which the
+// entries at and above the first loss index k above epsilon count in delta (k d - eps <= d).
+double excess_weight_norm(double slope, double d, std::size_t n);
 
 // The relative width at which the composers built on ComposedPld (split.hpp, one_rare.hpp)
 // stop inverting delta: their every bound evaluation sums over many terms.
@@ -318,6 +327,10 @@ class ComposedPld {
   // s1[i] = sum_{j >= i} c_j e^{-tilt (j - i) D}, s2 the same with tilt + 1.
   double log_shift_u_ = 0.0;
   std::vector<double> s1_, s2_;
+  // s3[i] = sum_{j >= i} c_j e^{-tilt (j - i) D} (1 - e^{-(j - i) D}) (= s1 - s2 without the difference),
+  // within excess_error_ (relative) of exact.
+  std::vector<double> s3_;
+  double excess_error_ = 0.0;
   double entry_error_u_ = 0.0;
   // Lower: P(K >= j) = e^{log_shift_p - tilt j D} sp[j] (+ P(some +inf)),
   // Q(K >= j) = e^{log_shift_q - (tilt + 1) j D} sq[j].
