@@ -319,8 +319,8 @@ def test_second_direction_is_settled_against_the_first_interval(monkeypatch: pyt
     one_direction = PLDAccountant._delta_one_direction
 
     def spy(self: PLDAccountant, groups: Any, direction: str, epsilon: float, irrelevant_below: float = 0.0,
-            other_upper: float = 0.0) -> tuple[float, float]:
-        result = one_direction(self, groups, direction, epsilon, irrelevant_below, other_upper)
+            other_upper: float = 0.0, floor: float = 0.0) -> tuple[float, float]:
+        result = one_direction(self, groups, direction, epsilon, irrelevant_below, other_upper, floor)
         calls.append((direction, irrelevant_below, result))
         return result
 

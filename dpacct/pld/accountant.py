@@ -23,7 +23,13 @@ and ``compose.hpp``):
   differences); FFT round-off (Higham's bound, through Cauchy-Schwarz) and the
   tilted mass that could wrap around the transform are charged to both bounds;
 * exponential tilting by ``e^{lambda L}`` puts enough mass near the queried
-  epsilon that small deltas keep their relative accuracy.
+  epsilon that small deltas keep their relative accuracy;
+* for Poisson-subsampled Gaussian histories two families of tests give lower
+  bounds of their own, taken where larger: thresholds on the largest output
+  (``threshold.py``; tiny deltas) and on the sum of the outputs
+  (``sum_test.py``; at large noise nearly exact, and taken before the grids
+  from sigma = 10 on, so that the grids only have to bring the upper bound
+  within the target).
 
 Choosing the grid. Both errors are second order in the grid width ``D``: in
 each step the connect-the-dots spread moves the loss by at most
@@ -79,6 +85,7 @@ from dpacct import _check, _core
 from dpacct._shape import unwrap
 from dpacct.accountant import Accountant, register_accountant
 from dpacct.pld.single import gaussian_step_delta_bounds, gaussian_step_epsilon_bounds
+from dpacct.pld.sum_test import sum_test_applies, sum_test_delta_lower, sum_test_epsilon_lower
 from dpacct.pld.threshold import threshold_delta_lower, threshold_epsilon_lower
 from dpacct.mechanisms import (
     BallsInBinsGaussianMechanism,
@@ -130,6 +137,7 @@ _LINEAR_SCALE = 2.0
 # The finest grid: epsilons down to ~1e-9 need cells of ~1e-13 (sigma=1165, q=1.04e-8, T=3797, delta=1.2e-13:
 # every loss within 9e-11, epsilon 1.74e-9; [1.0e-9, 2.1e-9] on grids stopped at 1e-12, [1.72e-9, 1.75e-9] at 1e-13).
 _MIN_DISCRETIZATION = 1e-14
+_SUM_TEST_SIGMA = 10.0  # the sum test's lower bound goes first at and above this noise (_sum_test_first)
 # The grid error model of PLDAccountant._grid: gap ~ _GAP_CONSTANT T D^2 (eps / 2V + 1/4), aimed at
 # _GAP_TARGET times the allowed error.
 _GAP_CONSTANT = 0.45
@@ -1486,6 +1494,18 @@ class PLDAccountant(Accountant):
             if composed is not None:
                 lo, up, _ = composed.epsilon_bounds(delta)
                 lower, upper = max(lower, lo), min(upper, up)
+        if upper - lower > 2.0 * self._relative_accuracy * upper and self._probe is None:
+            # Still over twice the target: one refined pass at three quarters of the width. Where M's tilt is
+            # capped by its range (a few hits at a tiny delta) its FFT round-off, charged by Cauchy-Schwarz and
+            # untilted, sets the upper bound, and it varies from grid to grid by more than the grids' own error
+            # (sigma=0.578, q=1.98e-8, T=8.5e6, epsilon(1.94e-12): upper bounds 0.006243 at a width of 2.8e-5,
+            # 0.006492 at 3e-5, 0.006240 at both without that charge). Both certified: intersected.
+            try:
+                composed = self._split_composed(groups, direction, aim, delta, refine=True, allowed=0.75 * allowed)
+            except ValueError:
+                return lower, upper
+            lo, up, _ = composed.epsilon_bounds(delta)
+            lower, upper = max(lower, lo), min(upper, up)
         return lower, upper
 
     def _split_delta_pass(
@@ -1790,11 +1810,19 @@ class PLDAccountant(Accountant):
                 lower[index], upper[index] = lo_all, max(up_all, _TINIEST)
                 continue
             order = sorted(directions, key=lambda r: -self._guide_delta(groups, r, float(e)).value)
+            # (As in _epsilon_bounds_one: at large noise the sum test's lower bound first.)
+            sum_first = tests is not None and self._sum_test_first(tests)
+            floor = sum_test_delta_lower(tests, float(e), order[0]) if tests is not None and sum_first else 0.0
             for direction in order:
-                lo, up = self._delta_one_direction(groups, direction, float(e), self._settled_below(lo_all, up_all), up_all)
+                lo, up = self._delta_one_direction(
+                    groups, direction, float(e), self._settled_below(lo_all, up_all), up_all,
+                    floor if direction == order[0] else 0.0,
+                )
                 # (A direction whose upper bound is below the other's lower bound cannot raise the maximum.)
                 if tests is not None and lo < (1.0 - self._relative_accuracy) * up and up > lo_all:
                     lo = max(lo, min(threshold_delta_lower(tests, float(e), direction), up))
+                    if floor == 0.0:
+                        lo = max(lo, min(sum_test_delta_lower(tests, float(e), direction), up))
                 lo_all, up_all = max(lo_all, lo), max(up_all, up)
             if single is not None:  # both certified: keep their intersection
                 lo_all, up_all = max(lo_all, lo_one), min(up_all, up_one)
@@ -1810,6 +1838,7 @@ class PLDAccountant(Accountant):
             lo, up = self._delta_one_direction(groups, direction, 0.0)
             if tests is not None and lo < (1.0 - self._relative_accuracy) * up:
                 lo = max(lo, min(threshold_delta_lower(tests, 0.0, direction), up))
+                lo = max(lo, min(sum_test_delta_lower(tests, 0.0, direction), up))
             lower, upper = max(lower, lo), min(upper, up)
             if upper - lower <= self._relative_accuracy * upper:
                 break
@@ -1817,10 +1846,11 @@ class PLDAccountant(Accountant):
 
     def _delta_one_direction(
         self, groups: list[tuple[_Spec, int]], direction: str, epsilon: float, irrelevant_below: float = 0.0,
-        other_upper: float = 0.0,
+        other_upper: float = 0.0, floor: float = 0.0,
     ) -> tuple[float, float]:
-        """Bounds for one direction; refinement stops once the upper bound is <= ``irrelevant_below``."""
-        first_lower, first_upper = 0.0, 1.0
+        """Bounds for one direction; refinement stops once the upper bound is <= ``irrelevant_below``.
+        ``floor``: a certified lower bound known before (the sum test's)."""
+        first_lower, first_upper = floor, 1.0
         first = self._one_rare_first(groups, direction, epsilon)
         if not first and epsilon > 0.0 and self._one_rare_applies(groups):
             # With at most about one expected hit at a small rate it is cheap, and often answers alone:
@@ -1836,12 +1866,14 @@ class PLDAccountant(Accountant):
         if first:
             # (As in _epsilon_one_direction: it usually answers alone here, and fast.)
             guide = self._guide_delta(groups, direction, epsilon)
-            first_lower, first_upper = self._one_rare_delta(groups, direction, epsilon, guide.value)
+            lo, first_upper = self._one_rare_delta(groups, direction, epsilon, guide.value)
+            first_lower = max(first_lower, lo)
             if first_upper - first_lower <= self._relative_accuracy * first_upper or first_upper <= irrelevant_below:
                 return first_lower, first_upper
-        # (The first interval goes in only where it is within a factor 2: a wider one can be far off.)
+        # (The first interval goes in only where it is within a factor 2: a wider one can be far off. The
+        # sum test's lower bound alone goes in: at the noise where it is taken first it is about delta.)
         informative = 0.0 < first_lower and first_upper <= 2.0 * first_lower
-        first_known = (first_lower, first_upper) if informative else (0.0, 1.0)
+        first_known = (first_lower, first_upper) if informative else (floor, 1.0)
         lower, upper = self._delta_by_grids(groups, direction, epsilon, irrelevant_below, other_upper, *first_known)
         # (Both certified: the first answer is kept. It had been dropped when the grids ran after it:
         # sigma=0.331, q=2.75e-8, T=2, delta(0) was [4.42e-8, 4.78e-8] after a first [4.51e-8, 4.56e-8].)
@@ -1925,7 +1957,9 @@ class PLDAccountant(Accountant):
         # (The split composition's kinds at a small rate with more hits than _split_applies takes: a last pass.)
         split_kinds = not split and self._split_kinds_apply(groups)
         if split and groups[0][0].sampling_probability <= _SPLIT_FIRST_RATE:
-            aim = math.sqrt(known_lower * known_upper) if known_lower > 0.0 else guide.value
+            aim = math.sqrt(known_lower * known_upper) if 0.0 < known_lower and known_upper < 1.0 else (
+                known_lower if known_lower > 0.0 else guide.value
+            )
             lo, up = self._split_delta(groups, direction, epsilon, aim, allowed)
             best_lower, best_upper = max(best_lower, lo), min(best_upper, up)
             split = False
@@ -2198,6 +2232,20 @@ class PLDAccountant(Accountant):
                     probe(self._composed(groups, direction, **{**grid, "tilt": tilt}))
                 except _DeltaMet:
                     pass
+        grid = probe.best_grid
+        if not probe.met() and grid is not None and 0.0 < probe.upper < 1.0:
+            # The search's grids cut their windows for an epsilon query (e^-25 of the tilted mass per side); where
+            # delta is small because the composed spread is, the tilt lifts it only a few e-folds over that mass
+            # and the cut's charges swamp it (_epsilon_window_tail): the best grid once more with the cut the
+            # queried epsilon needs (sigma=1547, q=3.6e-7, T=1.3e5, delta(3.25e-7) ~ 1.089e-12: [1.0888e-12,
+            # 1.1589e-12] with the default cut, upper bound 1.0907e-12 at e^-40 on the same grid).
+            known = math.sqrt(probe.lower * probe.upper) if probe.lower > 0.0 else probe.upper
+            cut = self._epsilon_window_tail(groups, direction, known, float(grid["tilt"]), epsilon)
+            if cut < float(grid.get("window_tail", _WINDOW_TAIL)) - 1.0:
+                try:
+                    probe(self._composed(groups, direction, **{**grid, "window_tail": cut}))
+                except _DeltaMet:
+                    pass
         return probe.lower, probe.upper, probe.met(), measured if measured is not None else aimed_slope
 
     def get_delta(self, epsilon: ArrayLike) -> float | NDArray[np.float64]:
@@ -2281,13 +2329,27 @@ class PLDAccountant(Accountant):
         # epsilon = max over the directions: the direction the guide says is larger goes
         # first, and the other is refined only while its upper bound exceeds that lower bound.
         order = sorted(self._directions(groups), key=lambda r: -self._guide_epsilon(groups, r, target).value)
+        # At large noise the sum test's lower bound is about the exact epsilon (see sum_test.py), and the grids
+        # then only have to bring their upper bound within the target of it.
+        sum_first = tests is not None and self._sum_test_first(tests)
+        floor = sum_test_epsilon_lower(tests, target, order[0]) if tests is not None and sum_first else 0.0
         for direction in order:
-            lo, up = self._epsilon_one_direction(groups, direction, target, self._settled_below(lo_all, up_all))
+            lo, up = self._epsilon_one_direction(
+                groups, direction, target, self._settled_below(lo_all, up_all), floor if direction == order[0] else 0.0
+            )
             # (A direction whose upper bound is below the other's lower bound cannot raise the maximum.)
             if tests is not None and lo < (1.0 - self._relative_accuracy) * up and up > lo_all:
                 lo = max(lo, min(threshold_epsilon_lower(tests, target, direction), up))
+                if floor == 0.0:
+                    lo = max(lo, min(sum_test_epsilon_lower(tests, target, direction), up))
             lo_all, up_all = max(lo_all, lo), max(up_all, up)
         return lo_all, up_all
+
+    def _sum_test_first(self, tests: list[tuple[float, float, float]] | None) -> bool:
+        """Whether the sum test's lower bound is taken before the grids: Poisson-subsampled Gaussian steps at a
+        noise of at least _SUM_TEST_SIGMA, where it is within a small fraction of the target of the exact value
+        (below it only where the grids miss: it costs a few milliseconds, a fast query's whole time)."""
+        return tests is not None and min(s for s, _, _ in tests) >= _SUM_TEST_SIGMA and sum_test_applies(tests)
 
     def get_epsilon(self, delta: ArrayLike) -> float | NDArray[np.float64]:
         """A certified upper bound on epsilon(delta); see :meth:`epsilon_bounds`."""
@@ -2299,9 +2361,11 @@ class PLDAccountant(Accountant):
         return {"epsilon": float(upper), "kind": "upper bound", "epsilon_lower_bound": float(lower)}
 
     def _epsilon_one_direction(
-        self, groups: list[tuple[_Spec, int]], direction: str, delta: float, irrelevant_below: float = 0.0
+        self, groups: list[tuple[_Spec, int]], direction: str, delta: float, irrelevant_below: float = 0.0,
+        floor: float = 0.0,
     ) -> tuple[float, float]:
-        """Bounds for one direction; refinement stops once the upper bound is <= ``irrelevant_below``."""
+        """Bounds for one direction; refinement stops once the upper bound is <= ``irrelevant_below``.
+        ``floor``: a certified lower bound known before (the sum test's)."""
         if irrelevant_below > 0.0 and self._chernoff_upper(groups, direction, irrelevant_below) <= delta:
             # Certified: delta(irrelevant_below) <= delta here, so this direction's epsilon is at
             # most the other direction's lower bound and cannot change the maximum.
@@ -2312,7 +2376,7 @@ class PLDAccountant(Accountant):
         if ceiling <= irrelevant_below:
             return 0.0, ceiling
         guide = self._guide_epsilon(groups, direction, delta)
-        best_lower, best_upper = 0.0, ceiling
+        best_lower, best_upper = min(floor, ceiling), ceiling
         split = self._split_applies(groups)
         # (The split composition's kinds at a small rate with more hits than _split_applies takes: a last pass.)
         split_kinds = not split and self._split_kinds_apply(groups)
