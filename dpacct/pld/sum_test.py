@@ -23,10 +23,10 @@ Numerics, all certified by rounding bounds charged against the result:
 
 * ``D(a, b) >= e^{-h^2/2} phi(a) (1 - e^{-a h}) / a`` for ``h = b - a > 0`` (``phi(a + t) =
   phi(a) e^{-a t - t^2/2}``), in log space: no difference of nearly equal tail probabilities;
-* ``log P(K = k)`` from ``k log(T q) + sum_{i<k} log1p(-i/T) - lgamma(k + 1) + (T - k) log1p(-q)``,
-  every term small where ``T q`` is (at most ``_MAX_HITS`` expected hits): no difference of huge
-  log-gamma values (scipy's ``binom.logpmf`` errs by ~1e-7 at T = 5e7, far above what the
-  test needs where epsilon is ~1e-8);
+* ``log P(K = k)`` by Loader's saddle-point form (stirlerr and bd0, every term small: scipy's
+  ``binom.logpmf`` errs by ~1e-7 at T = 5e7, far above what the test needs where epsilon is ~1e-8);
+  groups with one noise multiplier and different rates are convolved, and long windows of ``K`` binned at
+  each bin's smallest ``k`` (which only lowers the sum);
 * terms of ``K`` far below its mode are dropped, which only lowers the sum.
 """
 
@@ -47,52 +47,125 @@ F64 = NDArray[np.float64]
 Steps = Sequence[tuple[float, float, float]]
 
 _U = 2.220446049250313e-16
-_MAX_HITS = 1e4  # the test is taken where at most this many hits are expected in all
+_MAX_WINDOW = 4e6  # the test is taken where the windows of hits of all groups together are at most this long
+_MAX_PRODUCT = 1e8  # ... and the groups' windows, convolved, cost at most this many products
+_BINS = 4096  # hits beyond this many values of k are binned (the bound only drops)
 _KEEP = 80.0  # terms of K more than e^80 below its largest are dropped (only lowers the sum)
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 _SQRT_HALF = math.sqrt(0.5)
 _GRID = np.linspace(-40.0, 40.0, 81)  # thresholds b = c / sqrt(v) tried, then refined by golden section
 
 
+def _stirling_error(n: F64) -> tuple[F64, F64]:
+    """``log n! - ((n + 1/2) log n - n + log sqrt(2 pi))`` for integers ``n >= 1``, and a bound on its error:
+    from lgamma at ``n <= 15`` (terms below 50: a few ulps of that), else the alternating series
+    1/(12n) - 1/(360n^3) + 1/(1260n^5) - 1/(1680n^7) + 1/(1188n^9), within its next term (< 2e-16 / n)."""
+    small = n <= 15.0
+    m = np.where(small, 16.0, n)
+    r = 1.0 / (m * m)
+    series = (1.0 / 12.0 - r * (1.0 / 360.0 - r * (1.0 / 1260.0 - r * (1.0 / 1680.0 - r / 1188.0)))) / m
+    lg = gammaln(np.where(small, n, 1.0) + 1.0)
+    nn = np.where(small, n, 1.0)
+    direct = lg - (nn + 0.5) * np.log(nn) + nn - _LOG_SQRT_2PI
+    value = np.where(small, direct, series)
+    err = np.where(small, 64.0 * _U * (lg + (nn + 0.5) * np.abs(np.log(nn)) + nn + 1.0), 4.0 * _U * series + 2e-16 / m)
+    return value, err
+
+
+def _deviance(x: F64, mean: float) -> tuple[F64, F64]:
+    """``x log(x / mean) + mean - x >= 0`` (Loader's bd0) for ``x >= 0``, and a bound on its error: by the series
+    ``(x - m) v + 2 x sum_j v^{2j+1} / (2j+1)`` in ``v = (x - m)/(x + m)`` where ``|v| < 0.1`` (12 terms: the rest
+    below 1e-24 of the first), else directly."""
+    near = np.abs(x - mean) < 0.1 * (x + mean)
+    v = np.where(near, (x - mean) / np.maximum(x + mean, 1e-300), 0.0)
+    ej = 2.0 * x * v
+    v2 = v * v
+    total = (x - mean) * v
+    power = ej
+    for j in range(1, 13):
+        power = power * v2
+        total = total + power / (2 * j + 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        direct = np.where(x > 0.0, x * np.log(np.where(x > 0.0, x, 1.0) / mean), 0.0) + mean - x
+    value = np.where(near, total, direct)
+    err = np.where(
+        near, 32.0 * _U * np.abs(total) + 4.0 * _U * np.abs(x - mean) * (1.0 + np.abs(v)),
+        16.0 * _U * (np.abs(x * np.log(np.maximum(x, 1e-300) / mean)) + mean + x),
+    )
+    return value, err
+
+
+def _binomial(count: float, q: float) -> tuple[F64, F64, F64]:
+    """``(k, log P(K = k), error bound of each log)`` for ``K ~ Binomial(count, q)`` over the window of
+    ``k`` within 12 standard deviations and 40 of the mean, by Loader's saddle-point form ("Fast and accurate
+    computation of binomial probabilities", 2000): ``log P = -log sqrt(2 pi k (n-k)/n) + stirlerr(n) -
+    stirlerr(k) - stirlerr(n-k) - bd0(k, n q) - bd0(n-k, n (1-q))``, every term small (no difference of huge
+    log-gamma values: scipy's ``binom.logpmf`` errs by ~1e-7 at T = 5e7)."""
+    n = float(count)
+    if q >= 1.0:
+        return np.array([n]), np.zeros(1), np.zeros(1)
+    mean = n * q
+    spread = 12.0 * math.sqrt(mean * (1.0 - q)) + 40.0
+    k = np.arange(max(0.0, math.floor(mean - spread)), min(n, math.ceil(mean + spread)) + 1.0)
+    miss = 1.0 - q  # (exact where q >= 1/2, Sterbenz; within u/2 of it below)
+    inner = (k > 0.0) & (k < n)
+    kk = np.where(inner, k, 1.0)
+    rest = np.where(inner, n - k, 1.0)
+    s_n, e_n = _stirling_error(np.array([n]))
+    s_k, e_k = _stirling_error(kk)
+    s_r, e_r = _stirling_error(rest)
+    d_k, f_k = _deviance(kk, mean)
+    d_r, f_r = _deviance(rest, n * miss)
+    log_scale = 0.5 * (math.log(n) - np.log(2.0 * math.pi * kk * rest))
+    value = log_scale + s_n[0] - s_k - s_r - d_k - d_r
+    err = (e_n[0] + e_k + e_r + f_k + f_r + 8.0 * _U * (np.abs(log_scale) + np.abs(value) + 4.0)
+           + 4.0 * _U * (np.abs(k - mean) + 1.0))  # (n q and n (1 - q) rounded: bd0 moves by |x - m| u)
+    # k = 0 and k = n: (1 - q)^n and q^n
+    edge0 = n * math.log1p(-q)
+    value = np.where(k == 0.0, edge0, np.where(k == n, n * math.log(q) if q > 0.0 else -np.inf, value))
+    err = np.where(k == 0.0, 4.0 * _U * abs(edge0), np.where(k == n, 4.0 * _U * abs(n * math.log(q)), err))
+    return k, value, err
+
+
 def _hits(steps: Steps) -> tuple[F64, F64, F64] | None:
     """``(k, log P(K = k), error bound of each log)`` over the hits that matter, or None where the
-    groups' noise differs or too many hits are expected."""
-    if not steps or len({s for s, _, _ in steps}) != 1 or sum(q * t for _, q, t in steps) > _MAX_HITS:
+    groups' noise differs or their windows of hits are too long to convolve."""
+    if not sum_test_applies(steps):
         return None
-    log_mass: F64 = np.zeros(1)
-    err: F64 = np.zeros(1)
-    for _, q, count in steps:
-        t = float(count)
-        if q >= 1.0:  # every step hits: K is shifted by T
-            log_mass = np.concatenate([np.full(int(t), -np.inf), log_mass])
-            err = np.concatenate([np.zeros(int(t)), err])
-            continue
-        mean = q * t
-        top = int(min(t, math.ceil(mean + 12.0 * math.sqrt(mean) + 40.0)))
-        k = np.arange(top + 1, dtype=np.float64)
-        # sum_{i<k} log1p(-i/T): pairwise-free cumulative sum, each term and partial sum tiny where k << T
-        inner = np.concatenate([[0.0], np.cumsum(np.log1p(-np.arange(top, dtype=np.float64) / t))])
-        log_tq = math.log(t * q)
-        tail = (t - k) * math.log1p(-q)
-        lg = gammaln(k + 1.0)
-        group = k * log_tq + inner - lg + tail
-        group_err = 16.0 * _U * (np.abs(k * log_tq) + k * (1.0 + abs(log_tq)) + np.abs(inner) * (1.0 + k)
-                                 + np.abs(lg) + np.abs(tail) + 1.0)
-        keep = group >= group.max() - _KEEP
-        group = np.where(keep, group, -np.inf)
-        # K of the groups so far plus this group's hits: a direct convolution of non-negative terms
-        # (relative error at most n u per term), in a common scale.
-        offset_a, offset_b = float(np.max(log_mass)), float(np.max(group))
-        conv = np.convolve(np.exp(log_mass - offset_a), np.exp(group - offset_b))
-        left, right = np.exp(log_mass - offset_a), np.exp(group - offset_b)
-        conv_err = np.convolve(left * err, right) + np.convolve(left, right * group_err)
+    k_all, log_mass, err = _binomial(float(steps[0][2]), float(steps[0][1]))
+    for _, q, count in steps[1:]:
+        k_b, log_b, err_b = _binomial(float(count), float(q))
+        if log_mass.size * log_b.size > _MAX_PRODUCT:
+            return None
+        # K of the groups so far plus this group's hits: a direct convolution of non-negative terms (relative
+        # error at most n u per term), in a common scale.
+        offset_a, offset_b = float(np.max(log_mass)), float(np.max(log_b))
+        left, right = np.exp(log_mass - offset_a), np.exp(log_b - offset_b)
+        conv = np.convolve(left, right)
+        conv_err = np.convolve(left * err, right) + np.convolve(left, right * err_b)
         with np.errstate(divide="ignore"):
             log_mass = np.log(conv) + offset_a + offset_b
         scale = np.where(conv > 0.0, conv, 1.0)
-        err = conv_err / scale + 4.0 * _U * (min(log_mass.size, group.size) + 4.0) * (1.0 + np.abs(np.nan_to_num(log_mass, neginf=0.0)))
+        err = conv_err / scale + 4.0 * _U * (min(left.size, right.size) + 4.0) * (
+            1.0 + np.abs(np.nan_to_num(log_mass, neginf=0.0))
+        )
+        k_all = k_all[0] + k_b[0] + np.arange(log_mass.size, dtype=np.float64)
     kept = np.isfinite(log_mass) & (log_mass >= np.max(log_mass) - _KEEP)
-    k_all = np.arange(log_mass.size, dtype=np.float64)
-    return k_all[kept], log_mass[kept], err[kept]
+    first, last = int(np.argmax(kept)), int(kept.size - np.argmax(kept[::-1]))
+    k_all, log_mass, err = k_all[first:last], log_mass[first:last], err[first:last]
+    if k_all.size > _BINS:
+        # Bins of w consecutive k, each at its smallest k: D(b - h_k, b) grows with k, so the bin's mass times
+        # D at its first k is below its terms' sum (the bound only drops; k/sqrt(v) moves by w/sqrt(v) at most).
+        width = -(-k_all.size // _BINS)
+        pad = (-k_all.size) % width
+        logs = np.concatenate([log_mass, np.full(pad, -np.inf)]).reshape(-1, width)
+        top = np.max(logs, axis=1, keepdims=True)
+        with np.errstate(divide="ignore"):
+            binned = np.log(np.sum(np.exp(logs - top), axis=1)) + top[:, 0]
+        errs = np.concatenate([err, np.zeros(pad)]).reshape(-1, width).max(axis=1)
+        err = errs + 4.0 * _U * (width + 4.0) * (1.0 + np.abs(binned))
+        k_all, log_mass = k_all[::width], binned
+    return k_all, log_mass, err
 
 
 def _log_f(y: F64) -> F64:
@@ -184,8 +257,12 @@ def _maximise(evaluate, grid: F64) -> float:  # type: ignore[no-untyped-def]
 
 
 def sum_test_applies(steps: Steps) -> bool:
-    """Whether the sum test is taken for these groups (one noise multiplier, at most ``_MAX_HITS`` hits)."""
-    return bool(steps) and len({s for s, _, _ in steps}) == 1 and sum(q * t for _, q, t in steps) <= _MAX_HITS
+    """Whether the sum test is taken for these groups: one noise multiplier, and at most ``_MAX_WINDOW`` values
+    of the number of hits in the groups' windows together."""
+    if not steps or len({s for s, _, _ in steps}) != 1:
+        return False
+    window = sum(24.0 * math.sqrt(q * t * max(1.0 - q, 0.0)) + 81.0 for _, q, t in steps)
+    return window <= _MAX_WINDOW
 
 
 def sum_test_epsilon_lower(steps: Steps, delta: float, direction: str) -> float:
@@ -210,12 +287,13 @@ def sum_test_delta_lower(steps: Steps, epsilon: float, direction: str) -> float:
     """A certified lower bound on delta(epsilon) of one direction: the best ``gap - expm1(eps) Q``."""
     if not sum_test_applies(steps):
         return 0.0
-    grow = math.expm1(epsilon) * (1.0 + 4.0 * _U)
+    # log expm1(eps), rounded up (a few ulps; in log space past the double range of e^eps)
+    log_grow = (math.log(math.expm1(epsilon)) if 0.0 < epsilon < 700.0 else epsilon) + 4.0 * _U * (1.0 + epsilon)
 
     def evaluate(b: F64) -> F64:
         log_gap, log_q = _log_events(steps, b, direction)
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-            factor = -np.expm1(math.log(grow) + log_q - log_gap) if grow > 0.0 else np.ones_like(log_gap)
+            factor = -np.expm1(log_grow + log_q - log_gap) if epsilon > 0.0 else np.ones_like(log_gap)
             value = log_gap + np.log(factor) - 8.0 * _U * (1.0 + np.abs(log_gap))
             return np.where((factor > 0.0) & np.isfinite(value), value, -np.inf)
 
