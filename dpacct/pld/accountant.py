@@ -1494,18 +1494,6 @@ class PLDAccountant(Accountant):
             if composed is not None:
                 lo, up, _ = composed.epsilon_bounds(delta)
                 lower, upper = max(lower, lo), min(upper, up)
-        if upper - lower > 2.0 * self._relative_accuracy * upper and self._probe is None:
-            # Still over twice the target: one refined pass at three quarters of the width. Where M's tilt is
-            # capped by its range (a few hits at a tiny delta) its FFT round-off, charged by Cauchy-Schwarz and
-            # untilted, sets the upper bound, and it varies from grid to grid by more than the grids' own error
-            # (sigma=0.578, q=1.98e-8, T=8.5e6, epsilon(1.94e-12): upper bounds 0.006243 at a width of 2.8e-5,
-            # 0.006492 at 3e-5, 0.006240 at both without that charge). Both certified: intersected.
-            try:
-                composed = self._split_composed(groups, direction, aim, delta, refine=True, allowed=0.75 * allowed)
-            except ValueError:
-                return lower, upper
-            lo, up, _ = composed.epsilon_bounds(delta)
-            lower, upper = max(lower, lo), min(upper, up)
         return lower, upper
 
     def _split_delta_pass(
