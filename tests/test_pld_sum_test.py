@@ -25,8 +25,10 @@ from dpacct.pld import PLDAccountant, clear_cache
 from dpacct.pld.single import gaussian_step_epsilon_bounds
 from dpacct.pld.sum_test import (
     _binomial,
+    _deviance,
     _hits,
     _log_gap,
+    _stirling_error,
     sum_test_applies,
     sum_test_delta_lower,
     sum_test_epsilon_lower,
@@ -78,6 +80,25 @@ def test_hit_masses_are_accurate_where_scipy_binom_is_not() -> None:
             n = int(kk)
             exact = mp.log(mp.binomial(t, n)) + n * mp.log(mp.mpf(q)) + (t - n) * mp.log1p(-mp.mpf(q))
             assert abs(float(lm - exact)) <= e
+
+
+def test_stirling_error_and_deviance_within_their_bounds() -> None:
+    """Loader's two pieces against mpmath at 60 digits: stirlerr(n) from lgamma up to 15 and the series beyond
+    (its bound is the next term, 691/(360360 n^11): 1.1e-16 at 16, where the error is 1.08e-16), bd0 by its
+    series near the mean and directly away from it."""
+    n = np.array([1.0, 5.0, 15.0, 16.0, 17.0, 100.0, 1e6, 5e7])
+    value, err = _stirling_error(n)
+    x = np.array([0.0, 1.0, 95.0, 99.9, 100.0, 100.1, 105.0, 300.0])
+    dev, dev_err = _deviance(x, 100.0)
+    with mp.workdps(60):
+        for nn, v, e in zip(n, value, err, strict=True):
+            exact = mp.loggamma(mp.mpf(nn) + 1) - ((mp.mpf(nn) + mp.mpf(1) / 2) * mp.log(nn) - nn
+                                                    + mp.log(mp.sqrt(2 * mp.pi)))
+            assert abs(v - exact) <= e
+        for xx, v, e in zip(x, dev, dev_err, strict=True):
+            m = mp.mpf(100)
+            exact = (mp.mpf(xx) * mp.log(mp.mpf(xx) / m) if xx > 0 else 0) + m - mp.mpf(xx)
+            assert abs(v - exact) <= e
 
 
 def test_hits_of_groups_with_one_noise_are_convolved() -> None:
