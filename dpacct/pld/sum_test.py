@@ -40,6 +40,8 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.special import erfc, gammaln, log_ndtr
 
+from dpacct.pld.threshold import maximise_on_grid
+
 __all__ = ["sum_test_applies", "sum_test_delta_lower", "sum_test_epsilon_lower"]
 
 F64 = NDArray[np.float64]
@@ -53,7 +55,7 @@ _BINS = 4096  # hits beyond this many values of k are binned (the bound only dro
 _KEEP = 80.0  # terms of K more than e^80 below its largest are dropped (only lowers the sum)
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 _SQRT_HALF = math.sqrt(0.5)
-_GRID = np.linspace(-40.0, 40.0, 81)  # thresholds b = c / sqrt(v) tried, then refined by golden section
+_GRID = np.linspace(-40.0, 40.0, 81)  # thresholds b = c / sqrt(v) tried, then refined by golden section (40 steps)
 
 
 def _stirling_error(n: F64) -> tuple[F64, F64]:
@@ -235,29 +237,6 @@ def _log_upper_tail(x: F64) -> F64:
     return bound
 
 
-def _maximise(evaluate, grid: F64) -> float:  # type: ignore[no-untyped-def]
-    values = evaluate(grid)
-    best = int(np.argmax(values))
-    if not math.isfinite(values[best]):
-        return -math.inf
-    lo, hi = float(grid[max(best - 1, 0)]), float(grid[min(best + 1, grid.size - 1)])
-    ratio = (math.sqrt(5.0) - 1.0) / 2.0
-    a, b = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
-    fa, fb = float(evaluate(np.array([a]))[0]), float(evaluate(np.array([b]))[0])
-    found = max(float(values[best]), fa, fb)
-    for _ in range(32):  # the bracket (width 2) to ~4e-7: the objective is smooth there
-        if fa > fb:
-            hi, b, fb = b, a, fa
-            a = hi - ratio * (hi - lo)
-            fa = float(evaluate(np.array([a]))[0])
-        else:
-            lo, a, fa = a, b, fb
-            b = lo + ratio * (hi - lo)
-            fb = float(evaluate(np.array([b]))[0])
-        found = max(found, fa, fb)
-    return found
-
-
 def sum_test_applies(steps: Steps) -> bool:
     """Whether the sum test is taken for these groups: one noise multiplier, and at most ``_MAX_WINDOW`` values
     of the number of hits in the groups' windows together."""
@@ -281,7 +260,7 @@ def sum_test_epsilon_lower(steps: Steps, delta: float, direction: str) -> float:
             value = np.log1p(ratio) * (1.0 - 8.0 * _U)
             return np.where((log_gap > log_delta) & np.isfinite(value), value, -np.inf)
 
-    best = _maximise(evaluate, _GRID)
+    best = maximise_on_grid(evaluate(_GRID), _GRID, evaluate)
     return max(best, 0.0) if math.isfinite(best) else 0.0
 
 
@@ -299,5 +278,5 @@ def sum_test_delta_lower(steps: Steps, epsilon: float, direction: str) -> float:
             value = log_gap + np.log(factor) - 8.0 * _U * (1.0 + np.abs(log_gap))
             return np.where((factor > 0.0) & np.isfinite(value), value, -np.inf)
 
-    best = _maximise(evaluate, _GRID)
+    best = maximise_on_grid(evaluate(_GRID), _GRID, evaluate)
     return math.exp(best) if math.isfinite(best) else 0.0

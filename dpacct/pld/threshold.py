@@ -72,8 +72,9 @@ def _grid(steps: Steps, eps: float) -> F64:
     return np.linspace(lo, hi, 4001)
 
 
-def _maximise(values: F64, grid: F64, evaluate: Callable[[F64], F64]) -> float:
-    """The best value on the grid, refined by golden section in the bracket around it."""
+def maximise_on_grid(values: F64, grid: F64, evaluate: Callable[[F64], F64]) -> float:
+    """The best value on the grid, refined by golden section in the bracket around it (also used by
+    ``sum_test.py``)."""
     best = int(np.argmax(values))
     if not math.isfinite(values[best]):
         return -math.inf
@@ -107,7 +108,7 @@ def threshold_delta_lower(steps: Steps, epsilon: float, direction: str) -> float
         return np.where((diff < 0.0) & (factor > 1e-6) & np.isfinite(log_p) & (margin < 0.5), out, -np.inf)
 
     grid = _grid(steps, epsilon)
-    best = _maximise(log_gap(grid), grid, log_gap)
+    best = maximise_on_grid(log_gap(grid), grid, log_gap)
     return math.exp(best) if math.isfinite(best) else 0.0
 
 
@@ -126,5 +127,5 @@ def threshold_epsilon_lower(steps: Steps, delta: float, direction: str) -> float
             return np.where(ok, value - slack, -np.inf)
 
     grid = _grid(steps, -log_delta + 10.0)  # epsilon(delta) lies well inside
-    best = _maximise(log_eps(grid), grid, log_eps)
+    best = maximise_on_grid(log_eps(grid), grid, log_eps)
     return max(best, 0.0) if math.isfinite(best) else 0.0
