@@ -265,3 +265,29 @@ def test_total_variation_at_large_sigma_starts_from_the_sum_test(
     assert 0.0 < lower <= upper <= lower * 1.005
     assert lower <= old[1] and old[0] <= upper
     assert lower >= sum_test_delta_lower([(sigma, q, float(steps))], 0.0, "remove")
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: sum_test_epsilon_lower([(20.0, 0.1, 5.0)], 0.0, "remove"), r"^delta must be in \(0, 1\), got 0.0$"),
+        (lambda: sum_test_epsilon_lower([(20.0, 0.1, 5.0)], float("nan"), "add"), r"^delta must be in \(0, 1\)"),
+        (lambda: sum_test_delta_lower([(20.0, 0.1, 5.0)], -1.0, "add"), r"^epsilon must be finite and >= 0"),
+        (lambda: sum_test_delta_lower([(20.0, 0.1, 5.0)], 0.1, "both"), r"^direction must be one of 'remove', 'add'"),
+        (lambda: sum_test_delta_lower([(0.0, 0.1, 5.0)], 0.1, "add"), r"^noise_multiplier must be finite and > 0"),
+        (lambda: sum_test_delta_lower([(20.0, 1.5, 5.0)], 0.1, "add"), r"^sampling_probability must be in \[0, 1\]"),
+        (lambda: sum_test_delta_lower([(20.0, 0.1, 2.5)], 0.1, "add"), r"^steps must be an integer >= 1, got 2.5$"),
+        (lambda: sum_test_delta_lower([(20.0, 0.1, 0.0)], 0.1, "add"), r"^steps must be an integer >= 1, got 0$"),
+    ],
+)
+def test_bad_input_is_rejected_by_name(call: object, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        call()  # type: ignore[operator]
+
+
+def test_a_group_that_is_never_sampled_adds_no_hits() -> None:
+    """q = 0: no step is sampled, so P = Q and delta(0) = 0; beside another group at the same noise it only adds
+    noise to the sum, and the bound is no larger."""
+    assert sum_test_delta_lower([(20.0, 0.0, 100.0)], 0.0, "remove") == 0.0
+    alone = sum_test_epsilon_lower([(20.0, 0.1, 50.0)], 1e-8, "remove")
+    assert sum_test_epsilon_lower([(20.0, 0.1, 50.0), (20.0, 0.0, 100.0)], 1e-8, "remove") <= alone

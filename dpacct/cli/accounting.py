@@ -13,7 +13,13 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from dpacct import _check
-from dpacct.accountant import UnsupportedMechanismError, accountant_factory, available_accountants, make_accountant
+from dpacct.accountant import (
+    DEFAULT_ACCOUNTANT,
+    UnsupportedMechanismError,
+    accountant_factory,
+    available_accountants,
+    make_accountant,
+)
 from dpacct._search import BudgetUnreachableError
 from dpacct.api import SAMPLERS, accountant_for_run, explain_failure, shuffle_lower_bound
 from dpacct.cli._base import CLIError, Command, Notes, add_run_arguments, print_table, run_from_args
@@ -23,8 +29,9 @@ from dpacct.run import INDEPENDENT_SAMPLERS, Run
 
 __all__ = ["COMMANDS", "PREFERENCE", "default_accountant"]
 
-#: Default accountants, tightest certified first; the next one is used if one cannot handle a run.
-PREFERENCE = ("pld", "rdp")
+#: Default accountants, tightest certified first (the Python API's default first); the next one is used if one
+#: cannot handle a run.
+PREFERENCE = (DEFAULT_ACCOUNTANT, "rdp")
 
 T = TypeVar("T")
 

@@ -40,6 +40,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.special import erfc, gammaln, log_ndtr
 
+from dpacct import _check
 from dpacct.pld.threshold import maximise_on_grid
 
 __all__ = ["sum_test_applies", "sum_test_delta_lower", "sum_test_epsilon_lower"]
@@ -108,6 +109,8 @@ def _binomial(count: float, q: float) -> tuple[F64, F64, F64]:
     n = float(count)
     if q >= 1.0:
         return np.array([n]), np.zeros(1), np.zeros(1)
+    if q <= 0.0:  # no step is ever sampled
+        return np.zeros(1), np.zeros(1), np.zeros(1)
     mean = n * q
     spread = 12.0 * math.sqrt(mean * (1.0 - q)) + 40.0
     k = np.arange(max(0.0, math.floor(mean - spread)), min(n, math.ceil(mean + spread)) + 1.0)
@@ -246,8 +249,22 @@ def sum_test_applies(steps: Steps) -> bool:
     return window <= _MAX_WINDOW
 
 
+def _checked(steps: Steps, direction: str) -> list[tuple[float, float, float]]:
+    """The groups as floats, each field checked (``ValueError``/``TypeError`` naming it), and the direction."""
+    _check.one_of("direction", direction, ("remove", "add"))
+    return [
+        (
+            _check.noise_multiplier(s),
+            _check.probability("sampling_probability", q),
+            float(_check.count("steps", t, minimum=1)),
+        )
+        for s, q, t in steps
+    ]
+
+
 def sum_test_epsilon_lower(steps: Steps, delta: float, direction: str) -> float:
     """A certified lower bound on epsilon(delta) of one direction: the best ``log1p((gap - delta) / Q)``."""
+    steps, delta = _checked(steps, direction), _check.delta(delta)
     if not sum_test_applies(steps):
         return 0.0
     log_delta = math.log(delta)
@@ -266,6 +283,7 @@ def sum_test_epsilon_lower(steps: Steps, delta: float, direction: str) -> float:
 
 def sum_test_delta_lower(steps: Steps, epsilon: float, direction: str) -> float:
     """A certified lower bound on delta(epsilon) of one direction: the best ``gap - expm1(eps) Q``."""
+    steps, epsilon = _checked(steps, direction), _check.epsilon(epsilon)
     if not sum_test_applies(steps):
         return 0.0
     # log expm1(eps), rounded up (a few ulps; in log space past the double range of e^eps)
