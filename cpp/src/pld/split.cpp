@@ -540,6 +540,12 @@ SplitComposedPld::MSet SplitComposedPld::build_m(const StepPmf& coarse, const St
     double c_total = 0.0;
     for (const double v : out.c) c_total += v;
     out.c_total = c_total * (1.0 + 4.0 * kU * static_cast<double>(size_ + 8));
+    // e^{tilt j D_R} for the middles of upper_bound and threshold_value, which span at most G's window and
+    // two rare cells (longer ones take the exponentials one by one).
+    const double cells = std::ceil(std::max(g_high_ - g_low_, 0.0) / dc) + 4.0;
+    const std::size_t longest = std::min(size_, static_cast<std::size_t>(std::min(cells, 1e9))) + 1;
+    out.weight.resize(longest);
+    for (std::size_t j = 0; j < longest; ++j) out.weight[j] = std::exp(out.tilt * (static_cast<double>(j) * dc));
     if (kind == 0) {
       out.suffix1.assign(size_ + 1, 0.0);
       const double r1 = std::exp(-(out.tilt + 1.0) * dc);
@@ -599,27 +605,43 @@ double decay_norm(double tilt, double d, std::size_t n) {
   return std::sqrt(static_cast<double>(n));
 }
 
-// The entries i in (i_a, min(i_b, n)) of a tilted M sequence, each times piece(loss k_i):
+// The middle entries i in [max(i_a + 1, 0), min(i_b, n)) (see middle_range).
+struct Range {
+  long lo, ref;
+};
+Range middle_range(long i_a, long i_b, std::size_t n) { return {std::max(i_a + 1, 0L), std::min(i_b, static_cast<long>(n))}; }
+
+// G's piece at each middle entry's loss k_i = (start + i) d: evaluated once per epsilon (or threshold) and
+// shared by every set of M (each set had evaluated them again: three sets, six G tails an entry).
+template <class F>
+void middle_pieces(Range r, long start, double d, F piece, std::vector<double>& out) {
+  out.resize(r.ref > r.lo ? static_cast<std::size_t>(r.ref - r.lo) : 0);
+  for (long i = r.lo; i < r.ref; ++i) out[static_cast<std::size_t>(i - r.lo)] = piece(static_cast<double>(start + i) * d);
+}
+
+// The middle entries of a tilted M sequence, each times its piece:
 // sum_i c_i w_i piece_i and sqrt(sum_i (w_i piece_i)^2) (for the round-off charge), with
-// w_i = e^{-tilt (k_i - k_ref)} relative to k_ref = the loss of entry min(i_b, n);
-// the untilted sum is e^{log_scale - tilt k_ref} times the first.
+// w_i = e^{-tilt (k_i - k_ref)} = e^{tilt (ref - i) d} relative to k_ref = the loss of entry ref (the table
+// `weight`, e^{tilt j d}, where long enough); the untilted sum is e^{log_scale - tilt k_ref} times the first.
+// `rounding`: the weights' relative error, 2 u (tilt (ref - lo) d + 2) (the product tilt j d rounds twice, its
+// exponential once), to be charged with the sums' own.
 struct Middle {
-  double sum, norm, tilt_ref;  // tilt_ref = -tilt k_ref
+  double sum, norm, tilt_ref, rounding;  // tilt_ref = -tilt k_ref
 };
 
-template <class F>
-Middle middle_sum(const std::vector<double>& c, double tilt, long start, double d, long i_a, long i_b, F piece) {
-  const long ref = std::min(i_b, static_cast<long>(c.size()));
-  const double k_ref = static_cast<double>(start + ref) * d;
+Middle middle_sum(const std::vector<double>& c, const std::vector<double>& weight, double tilt, long start, double d,
+                  Range r, const std::vector<double>& pieces) {
+  const double k_ref = static_cast<double>(start + r.ref) * d;
   double sum = 0.0, norm2 = 0.0;
-  for (long i = std::max(i_a + 1, 0L); i < ref; ++i) {
-    const double k = static_cast<double>(start + i) * d;
-    const double f = piece(k);
-    const double w = std::exp(-tilt * (k - k_ref));
+  for (long i = r.lo; i < r.ref; ++i) {
+    const auto j = static_cast<std::size_t>(r.ref - i);
+    const double f = pieces[static_cast<std::size_t>(i - r.lo)];
+    const double w = j < weight.size() ? weight[j] : std::exp(tilt * (static_cast<double>(j) * d));
     sum += c[static_cast<std::size_t>(i)] * w * f;
     norm2 += w * w * f * f;
   }
-  return {sum, std::sqrt(norm2), -tilt * k_ref};
+  const double span = r.ref > r.lo ? tilt * static_cast<double>(r.ref - r.lo) * d : 0.0;
+  return {sum, std::sqrt(norm2), -tilt * k_ref, 2.0 * kU * (span + 2.0) * (1.0 + 1e-6)};
 }
 
 }  // namespace
@@ -652,27 +674,34 @@ double SplitComposedPld::edge_upper(const MSet& set, double eps, long i_a) const
 // and evaluated one by one in between.
 double SplitComposedPld::upper_bound(double epsilon_in) const {
   // Each set of M gives a certified bound: the smallest.
+  const double eps = epsilon_in - epsilon_slack_;
+  const long n = static_cast<long>(size_);
+  const double dc = d_coarse_;
+  const long i_a = std::min(static_cast<long>(std::floor((eps - g_high_) / dc)) - m_start_, n - 1);
+  const long i_b = std::max(static_cast<long>(std::floor((eps - g_low_) / dc)) + 1 - m_start_, i_a + 1);
+  thread_local std::vector<double> pieces;
+  middle_pieces(middle_range(i_a, i_b, size_), m_start_, dc, [&](double k) { return g_upper(eps - k); }, pieces);
   double best = 1.0;
-  for (const MSet& set : m_) best = std::min(best, upper_with(set, epsilon_in));
+  for (const MSet& set : m_) best = std::min(best, upper_with(set, epsilon_in, i_a, i_b, pieces));
   return best;
 }
 
-double SplitComposedPld::upper_with(const MSet& set, double epsilon_in) const {
+double SplitComposedPld::upper_with(const MSet& set, double epsilon_in, long i_a, long i_b,
+                                    const std::vector<double>& pieces) const {
   const double eps = epsilon_in - epsilon_slack_;
   const long n = static_cast<long>(size_);
   const double dc = d_coarse_;
   const Tilted& m = set.u;
   if (m.log_total == kNegInf) return std::max(std::min(tail_u_ + inf_upper_, 1.0), std::numeric_limits<double>::denorm_min());
-  const long i_a = std::min(static_cast<long>(std::floor((eps - g_high_) / dc)) - m_start_, n - 1);
-  const long i_b = std::max(static_cast<long>(std::floor((eps - g_low_) / dc)) + 1 - m_start_, i_a + 1);
   double value = 0.0;
   if (i_a >= 0) value += edge_upper(set, eps, i_a);
-  const Middle mid = middle_sum(m.c, m.tilt, m_start_, dc, i_a, i_b, [&](double k) { return g_upper(eps - k); });
+  const Middle mid = middle_sum(m.c, m.weight, m.tilt, m_start_, dc, middle_range(i_a, i_b, size_), pieces);
   // The weights e^{-tilt (k - k_ref)} overflow where tilt times the span of the middle exceeds
   // ~709 (then 0 * inf = NaN): no finite bound is known there, and 1 is the certified answer.
   // (sigma=1.06, q=3e-7, T=3.8e7 at tilt 1461 had returned 8e-20, the charged tail alone.)
   if (!(std::isfinite(mid.sum) && std::isfinite(mid.norm))) return 1.0;
-  const double middle = mid.sum * (1.0 + 4.0 * kU * static_cast<double>(n + 8)) + m.err * mid.norm;
+  const double middle = mid.sum * (1.0 + 4.0 * kU * static_cast<double>(n + 8) + mid.rounding) +
+                        m.err * mid.norm * (1.0 + mid.rounding);
   if (middle > 0.0) value += std::exp(m.log_scale + mid.tilt_ref + std::log(middle));
   if (i_b < n) {
     const auto b = static_cast<std::size_t>(std::max(i_b, 0L));
@@ -718,17 +747,17 @@ double SplitComposedPld::upper_with(const MSet& set, double epsilon_in) const {
 
 // A lower bound on P(Z >= z) for the statistic Z = K_M D_R + K_G D_S (labels) from one set
 // of M: 0 above G's windows; explicit in the middle; a constant times a suffix below.
-double SplitComposedPld::p_tail(const MSet& set, double z, long i_a, long i_b) const {
+double SplitComposedPld::p_tail(const MSet& set, long i_a, long i_b, const std::vector<double>& pieces) const {
   const long n = static_cast<long>(size_);
   const double dc = d_coarse_;
   const double rel = 4.0 * kU * static_cast<double>(n + 8);
   const Tilted& mp = set.p;
   double p_value = 0.0;
   if (mp.log_total > kNegInf) {
-    const Middle mid = middle_sum(mp.c, mp.tilt, m_start_, dc, i_a, i_b, [&](double k) { return g_p(z - k); });
+    const Middle mid = middle_sum(mp.c, mp.weight, mp.tilt, m_start_, dc, middle_range(i_a, i_b, size_), pieces);
     // (Weights that overflowed, NaN or inf: this part is dropped, which only lowers P.)
     const bool finite = std::isfinite(mid.sum) && std::isfinite(mid.norm);
-    const double part = finite ? mid.sum * (1.0 - rel) - mp.err * mid.norm : 0.0;
+    const double part = finite ? mid.sum * (1.0 - rel - mid.rounding) - mp.err * mid.norm * (1.0 + mid.rounding) : 0.0;
     double total = part > 0.0 ? std::exp(mp.log_scale + mid.tilt_ref + std::log(part)) : 0.0;
     if (i_b < n) {
       const auto b = static_cast<std::size_t>(std::max(i_b, 0L));
@@ -745,7 +774,7 @@ double SplitComposedPld::p_tail(const MSet& set, double z, long i_a, long i_b) c
 
 // An upper bound on Q(Z >= z) from one set of M (NaN where it proves nothing): M's exact
 // total times Q_G(g_high) above; explicit; a suffix below.
-double SplitComposedPld::q_tail(const MSet& set, double z, long i_a, long i_b) const {
+double SplitComposedPld::q_tail(const MSet& set, long i_a, long i_b, const std::vector<double>& pieces) const {
   const long n = static_cast<long>(size_);
   const double dc = d_coarse_;
   const double rel = 4.0 * kU * static_cast<double>(n + 8);
@@ -754,11 +783,11 @@ double SplitComposedPld::q_tail(const MSet& set, double z, long i_a, long i_b) c
   if (mq.log_total > kNegInf) {
     double total = 0.0;
     if (i_a >= 0) total += g_q(g_high_) * std::exp(mq.log_total);
-    const Middle mid = middle_sum(mq.c, mq.tilt, m_start_, dc, i_a, i_b, [&](double k) { return g_q(z - k); });
+    const Middle mid = middle_sum(mq.c, mq.weight, mq.tilt, m_start_, dc, middle_range(i_a, i_b, size_), pieces);
     // Q is taken high: a middle whose weights overflowed (NaN or inf) leaves no test here.
     // (P's side may only drop mass: a non-finite P middle counts as 0 above.)
     if (!(std::isfinite(mid.sum) && std::isfinite(mid.norm))) return std::numeric_limits<double>::quiet_NaN();
-    const double middle = mid.sum * (1.0 + rel) + mq.err * mid.norm;
+    const double middle = mid.sum * (1.0 + rel + mid.rounding) + mq.err * mid.norm * (1.0 + mid.rounding);
     if (middle > 0.0) total += std::exp(mq.log_scale + mid.tilt_ref + std::log(middle));
     if (i_b < n) {
       const auto b = static_cast<std::size_t>(std::max(i_b, 0L));
@@ -778,12 +807,16 @@ double SplitComposedPld::threshold_value(double epsilon, double z) const {
   const double dc = d_coarse_;
   const long i_a = std::min(static_cast<long>(std::floor((z - g_high_) / dc)) - m_start_, n - 1);
   const long i_b = std::max(static_cast<long>(std::floor((z - g_low_) / dc)) + 1 - m_start_, i_a + 1);
+  const Range range = middle_range(i_a, i_b, size_);
+  thread_local std::vector<double> pieces;
+  middle_pieces(range, m_start_, dc, [&](double k) { return g_p(z - k); }, pieces);
   double p_value = 0.0;
-  for (const MSet& set : m_) p_value = std::max(p_value, p_tail(set, z, i_a, i_b));
+  for (const MSet& set : m_) p_value = std::max(p_value, p_tail(set, i_a, i_b, pieces));
   if (!(p_value > 0.0)) return 0.0;
+  middle_pieces(range, m_start_, dc, [&](double k) { return g_q(z - k); }, pieces);
   double q_value = std::numeric_limits<double>::infinity();
   for (const MSet& set : m_) {
-    const double v = q_tail(set, z, i_a, i_b);
+    const double v = q_tail(set, i_a, i_b, pieces);
     if (!std::isnan(v)) q_value = std::min(q_value, v);
   }
   if (!std::isfinite(q_value)) return 0.0;

@@ -104,10 +104,12 @@ class SplitComposedPld {
   struct MSet;
   MSet build_m(const StepPmf& coarse, const StepPmf& rare, double count, double rare_tilt);
   double upper_bound(double epsilon) const;
-  double upper_with(const MSet& set, double epsilon) const;
+  // `pieces`: G's piece at each middle entry i in [max(i_a + 1, 0), min(i_b, n)) (U_G(eps - k_i),
+  // P_G(z - k_i) or Q_G(z - k_i)), evaluated once and shared by every set of M.
+  double upper_with(const MSet& set, double epsilon, long i_a, long i_b, const std::vector<double>& pieces) const;
   // Bounds on P(Z >= z) (low) and Q(Z >= z) (high) from one set; NaN where it proves nothing.
-  double p_tail(const MSet& set, double z, long i_a, long i_b) const;
-  double q_tail(const MSet& set, double z, long i_a, long i_b) const;
+  double p_tail(const MSet& set, long i_a, long i_b, const std::vector<double>& pieces) const;
+  double q_tail(const MSet& set, long i_a, long i_b, const std::vector<double>& pieces) const;
   // The best threshold test over a span of G's windows around epsilon; `offset`
   // (if not null) receives its threshold minus epsilon.
   double lower_bound(double epsilon, double* offset) const;
@@ -139,6 +141,7 @@ class SplitComposedPld {
     std::vector<double> c;       // tilted, scaled entries (clipped at 0)
     std::vector<double> suffix;  // sum_{j >= i} c_j e^{-tilt (j - i) D_R}
     std::vector<double> suffix1; // the same with tilt + 1 (upper masses only)
+    std::vector<double> weight;  // e^{tilt j D_R} for j below the longest middle (see middle_sum)
     double tilt = 0.0, log_scale = 0.0, err = 0.0;  // err: 2-norm round-off of c
     double log_total = 0.0;      // log of the exact untilted total mass (rounded up)
     double c_total = 0.0;        // sum of c, rounded up
