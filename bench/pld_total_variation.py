@@ -1,6 +1,10 @@
 """delta(0) (the total variation distance) and a delta query at tiny sampling rates, cold, one query each.
 
-Usage: python bench/pld_total_variation.py [TREE]
+Usage: python bench/pld_total_variation.py [TREE] [--random N [--seed S]]
+
+With ``--random N``, N random delta(0) queries instead of the fixed rows: sigma log-uniform in [0.3, 3], q
+in [1e-8, 1e-4], the expected hits T q in [0.1, 100] (T at most 1e8), and a summary line (queries wider
+than 1 %, over 2 s, CPU of all).
 
 TREE (default: the installed dpacct) is a checkout with its extension built in place, so that an older
 revision can be timed the same way (``git worktree add /tmp/old REV``, then ``python setup.py build_ext
@@ -11,6 +15,9 @@ the two-step mpmath quadrature of ``tests/test_pld_reference.py``.
 
 from __future__ import annotations
 
+import argparse
+import math
+import random
 import sys
 import time
 
@@ -25,24 +32,45 @@ ROWS = [
 ]
 
 
+def random_rows(count: int, seed: int) -> list[tuple[float, float, int, float]]:
+    rng = random.Random(seed)
+
+    def log_uniform(low: float, high: float) -> float:
+        return math.exp(rng.uniform(math.log(low), math.log(high)))
+
+    rows = []
+    for _ in range(count):
+        sigma, q, hits = log_uniform(0.3, 3.0), log_uniform(1e-8, 1e-4), log_uniform(0.1, 100.0)
+        rows.append((sigma, q, min(max(1, int(hits / q)), 10**8), 0.0))
+    return rows
+
+
 def main() -> None:
-    if len(sys.argv) > 1:
-        sys.path.insert(0, sys.argv[1])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("tree", nargs="?", help="a checkout with its extension built in place")
+    parser.add_argument("--random", type=int, default=0, help="this many random delta(0) queries")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    if args.tree:
+        sys.path.insert(0, args.tree)
     import dpacct
     from dpacct.pld import PLDAccountant, clear_cache
 
     print(f"dpacct from {dpacct.__file__}")
     print("| query | certified interval | width | CPU s |")
     print("| --- | --- | --- | --- |")
-    for sigma, q, steps, epsilon in ROWS:
+    wide, slow, total = 0, 0, 0.0
+    for sigma, q, steps, epsilon in random_rows(args.random, args.seed) if args.random else ROWS:
         clear_cache()
         acct = PLDAccountant().step(noise_multiplier=sigma, sampling_probability=q, count=steps)
         start = time.process_time()
         lower, upper = (float(x) for x in acct.delta_bounds(epsilon))
         cpu = time.process_time() - start
         width = (upper - lower) / upper if upper > 0.0 else 0.0
-        print(f"| sigma={sigma} q={q:g} T={steps:g} delta({epsilon:g}) | [{lower:.6g}, {upper:.6g}] "
-              f"| {100.0 * width:.2f} % | {cpu:.2f} |")
+        wide, slow, total = wide + (width > 0.01), slow + (cpu > 2.0), total + cpu
+        print(f"| sigma={sigma:.4g} q={q:.3g} T={steps:g} delta({epsilon:g}) | [{lower:.6g}, {upper:.6g}] "
+              f"| {100.0 * width:.2f} % | {cpu:.2f} |", flush=True)
+    print(f"\n{wide} wider than 1 %, {slow} over 2 CPU s, CPU of all {total:.1f} s")
 
 
 if __name__ == "__main__":

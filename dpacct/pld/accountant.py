@@ -1578,8 +1578,10 @@ class PLDAccountant(Accountant):
         q = spec.sampling_probability
         # (delta(0), the total variation distance, with up to _ONE_RARE_TV_FIRST_HITS: at sigma=0.331,
         # q=2.75e-8, T=1.5e6, 0.04 expected hits, the grids took 8 s for 2.1 %, this one 0.2 s for 0.5 %;
-        # at sigma=0.5, q=3e-6, T=1e5, 0.3 hits, 3.6 s for 0.36 % against 0.13 s for 0.10 %. With 0.5
-        # hits at sigma=0.8, q=1e-7 it stayed 0.87 % wide, and the grids after it cost 2.5 s.)
+        # at sigma=0.5, q=3e-6, T=1e5, 0.3 hits, 3.6 s for 0.36 % against 0.13 s for 0.10 %. Up to 100 hits
+        # since it is aimed again after the grids where it misses (_delta_one_direction): at sigma=0.867,
+        # q=1.9e-6, T=3.1e7, 58 hits, 4.2 s -> 0.26 s; sigma=0.8, q=1e-7, T=3e7, 3 hits, 3.3 s for 0.49 % ->
+        # 2.2 s for 0.41 %; 48 random queries at q <= 1e-4 with 0.1-100 hits, 44 s -> 15 s, none wider.)
         hits = _ONE_RARE_TV_FIRST_HITS if epsilon == 0.0 else _ONE_RARE_FIRST_HITS
         if q > _SPLIT_MAX_RATE or count * q > hits:
             return False
@@ -1832,7 +1834,11 @@ class PLDAccountant(Accountant):
                 lo = max(lo, min(threshold_delta_lower(tests, 0.0, direction), up))
                 lo = max(lo, min(sum_test_delta_lower(tests, 0.0, direction), up))
             lower, upper = max(lower, lo), min(upper, up)
-            if upper - lower <= self._relative_accuracy * upper:
+            # The second direction only where the first is wider than twice the target, as in _settled_below: it
+            # can only narrow an interval already within the 1 % that the default 0.5 % aims to keep everywhere
+            # (sigma=0.621, q=5.9e-8, T=9.9e7: the remove direction's [8.145e-4, 8.215e-4], 0.85 %, then 2 s
+            # of add grids for [6.4e-4, 8.9e-4]).
+            if upper - lower <= 2.0 * self._relative_accuracy * upper:
                 break
         return lower, max(upper, lower)
 
@@ -1873,12 +1879,13 @@ class PLDAccountant(Accountant):
         if (
             upper - lower > self._relative_accuracy * upper and upper > irrelevant_below
             and upper > 1e-3 * other_upper and self._one_rare_applies(groups)
-            and not (first and 0.0 < lower <= 2.0 * first_lower)
+            and not (first and epsilon > 0.0 and 0.0 < lower <= 2.0 * first_lower)
         ):
             # Few steps at a tiny rate: the tail of one hit sets delta (certified too: intersected).
             # Its charges are aimed at the known part of delta: the lower bound where there is one.
             # (Not again where it went first and its own lower bound is still about the best known:
-            # it would be aimed where it was.)
+            # it would be aimed where it was. At epsilon = 0 it went first aimed at the guide, about 1,
+            # and aimed at the lower bound it narrows: sigma=0.8, q=1e-7, T=3e7, delta(0), 1.11 % -> 0.41 %.)
             known = (upper - lower) / upper if upper > 0.0 else 1.0
             lo, up = self._one_rare_delta(groups, direction, epsilon, lower if lower > 0.0 else upper, known)
             lower, upper = max(lower, lo), min(upper, up)
@@ -2682,7 +2689,7 @@ _ONE_RARE_DELTA_FINEST = 1280.0  # ... and of a delta query at epsilon > 0
 _ONE_RARE_EARLY_HITS = 1.0  # a delta query tries it before the grids with at most this many expected hits
 _ONE_RARE_TILT = 1.0  # the band's tilt, times its saddle point at epsilon
 _ONE_RARE_FIRST_HITS = 0.01  # it goes first at q <= _SPLIT_MAX_RATE with at most this many expected hits
-_ONE_RARE_TV_FIRST_HITS = 0.3  # ... and in a delta(0) query with at most this many
+_ONE_RARE_TV_FIRST_HITS = 100.0  # ... and in a delta(0) query with at most this many
 _ONE_RARE_FIRST_SPAN = 1e3  # ... and where a step's largest loss is at least this many times q
 
 
