@@ -361,7 +361,9 @@ void bind_pld(py::module_& m) {
       .def_property_readonly("fine_size", &dpacct::pld::SplitComposedPld::fine_size)
       .def_property_readonly("charged_tail", &dpacct::pld::SplitComposedPld::charged_tail)
       .def_property_readonly("rare_discretization", &dpacct::pld::SplitComposedPld::rare_discretization)
-      .def_property_readonly("rare_tilts", &dpacct::pld::SplitComposedPld::rare_tilts);
+      .def_property_readonly("rare_tilts", &dpacct::pld::SplitComposedPld::rare_tilts)
+      .def_property_readonly("chernoff_table", &dpacct::pld::SplitComposedPld::chernoff_table,
+                             "(lambda, bound on log E[e^{lambda L}] of G's steps, rounded up) pairs (split.hpp).");
 
   py::class_<dpacct::pld::RareCells>(pld, "RareCells", "The rare cells of one step (pld/one_rare.hpp).")
       .def_property_readonly("loss", [](const dpacct::pld::RareCells& r) { return to_array(r.loss); })

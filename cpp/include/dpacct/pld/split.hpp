@@ -36,6 +36,7 @@
 #include <cstddef>
 #include <limits>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "dpacct/pld/compose.hpp"
@@ -97,6 +98,9 @@ class SplitComposedPld {
   double charged_tail() const { return tail_u_; }                // mass of the h > H terms (upper)
   double rare_discretization() const { return d_coarse_; }       // M's grid (the rare part's)
   std::vector<double> rare_tilts() const;                        // M's tilts (the second, where built)
+  // (lambda, an upper bound on (T - H) log sum_j s_j e^{lambda j D}) for the small part's upper masses s_j:
+  // the Chernoff bounds on U_G beyond G's window (edge_upper).
+  const std::vector<std::pair<double, double>>& chernoff_table() const { return g_chernoff_; }
 
  private:
   // M at one tilt: its upper masses, P- and Q-labels, and their inputs' relative rounding.
