@@ -232,6 +232,35 @@ SplitStep discretize_split(const MonotonePair& pair, double d, long ratio, long 
   return out;
 }
 
+namespace {
+
+// Rounds a run's linear sum `sum` (relative to e^top) out to a certified log. In units of kU (an ulp at 1, two unit
+// round-offs; exp and log within an ulp): each of its `count` terms e^{v - top} c (c in [0, 1]) is within
+// 2.5 + |v - top| / 2 of exact (the exponent's rounding, exp, 1 - f and the product), at most 2.5 c e^{v - top} +
+// 0.19 absolute (x e^{-x} <= 1/e); their sum of non-negative terms within (count - 1) / 2 more, and the bound
+// below within 1.5 more: count / 2 + 4.5 relative and count / 5 absolute. Then the log (an ulp of log sum) and
+// the shift by top (half an ulp of the value), and the correction's own rounding, one more ulp (nextafter).
+// `side` +1 rounds up, -1 down.
+double run_log(double top, double sum, double count, int side) {
+  const double relative = kU * (0.5 * count + 4.5), absolute = 0.2 * kU * count;
+  const double bound = side > 0 ? sum * (1.0 + relative) + absolute : sum * (1.0 - relative) - absolute;
+  if (!(bound > 0.0)) return kNegInf;  // (nothing certainly there: dropping P-mass is allowed)
+  const double log_sum = std::log(bound);
+  const double value = top + log_sum;
+  const double correction = kU * (std::fabs(log_sum) + 0.5 * std::fabs(value)) * (1.0 + 1e-6);
+  return std::nextafter(value + side * correction, side * kInf);
+}
+
+// log_add, rounded up: exp within an ulp of a term at most 1, log1p within an ulp of its result (at most log 2)
+// plus that term's error, the sum with the larger operand half an ulp of the result, the correction one more.
+double log_add_up(double a, double b) {
+  const double sum = log_add(a, b);
+  if (sum == kNegInf) return sum;
+  return std::nextafter(sum + kU * (2.0 + 0.5 * std::fabs(sum)) * (1.0 + 1e-6), kInf);
+}
+
+}  // namespace
+
 StepPmf coarsen(const StepPmf& fine, long ratio) {
   if (ratio < 1) throw std::invalid_argument("the coarsening ratio must be >= 1");
   const double d = fine.discretization;
@@ -242,31 +271,70 @@ StepPmf coarsen(const StepPmf& fine, long ratio) {
   const long n_u = static_cast<long>(fine.log_upper.size());
   out.upper_low = floor_div(fine.upper_low, ratio);
   out.log_upper.assign(static_cast<std::size_t>(floor_div(fine.upper_low + n_u - 1, ratio) + 2 - out.upper_low), kNegInf);
-  for (long j = 0; j < n_u; ++j) {
-    const double v = fine.log_upper[static_cast<std::size_t>(j)];
-    if (v == kNegInf) continue;
-    const long k = fine.upper_low + j;
-    const long a = floor_div(k, ratio);
-    if (a * ratio == k) {
-      const auto i = static_cast<std::size_t>(a - out.upper_low);
-      out.log_upper[i] = log_add(out.log_upper[i], v);
-      continue;
+  // Upper masses. The fine cells of one coarse interval [a dc, (a + 1) dc) are consecutive: each run is summed in
+  // linear space relative to its largest log-mass, sum_k m_k f_k to a and sum_k m_k (1 - f_k) to a + 1 (a point mass
+  // at loss k d spread to a dc and (a + 1) dc keeping E[e^{-L}], f_k at its certified lower end; an aligned cell all
+  // to a), both rounded up (mass added only raises delta) by their rounding (run_log). Per cell that is an exp and
+  // an expm1 where the log-space split and two log_adds had taken seven transcendentals (a fifth of a refined split
+  // pass at 45,000 cells), and the log_add chains of up to `ratio` terms had been neither rounded up nor charged.
+  for (long j = 0; j < n_u;) {
+    const long a = floor_div(fine.upper_low + j, ratio);
+    long end = j;
+    double top = kNegInf;
+    while (end < n_u && floor_div(fine.upper_low + end, ratio) == a) {
+      top = std::max(top, fine.log_upper[static_cast<std::size_t>(end)]);
+      ++end;
     }
-    // A point mass at loss k d: spread to a dc and (a + 1) dc keeping E[e^{-L}].
-    const double kd = static_cast<double>(k) * d;
-    const double err = 4.0 * kU * (2.0 + std::fabs(v) + std::fabs(kd));
-    split_cell(Mass{v, v}, Mass{v - kd - err, v - kd + err}, a, a + 1, dc, out.upper_low, out.log_upper);
+    if (top > kNegInf) {
+      double to_a = 0.0, to_b = 0.0;
+      for (long i = j; i < end; ++i) {
+        const double v = fine.log_upper[static_cast<std::size_t>(i)];
+        if (v == kNegInf) continue;
+        const double m = std::exp(v - top);
+        const long k = fine.upper_low + i;
+        if (a * ratio == k) {
+          to_a += m;
+          continue;
+        }
+        const double kd = static_cast<double>(k) * d;
+        const double err = 4.0 * kU * (2.0 + std::fabs(v) + std::fabs(kd));
+        const double f = spread_fraction(Mass{kd - err, kd + err}, static_cast<double>(a) * dc, dc);
+        to_a += m * f;
+        to_b += m * (1.0 - f);
+      }
+      const double count = static_cast<double>(end - j);
+      const auto ia = static_cast<std::size_t>(a - out.upper_low);
+      out.log_upper[ia] = log_add_up(out.log_upper[ia], run_log(top, to_a, count, +1));
+      out.log_upper[ia + 1] = log_add_up(out.log_upper[ia + 1], run_log(top, to_b, count, +1));
+    }
+    j = end;
   }
+  // Labels: each fine label to the nearest coarse label (post-processing), a run of consecutive fine labels per
+  // coarse label, summed as above: P rounded down, Q up.
   const long n_l = static_cast<long>(fine.log_p.size());
   out.label_low = floor_div(fine.label_low, ratio) - 1;
   out.log_p.assign(static_cast<std::size_t>(floor_div(fine.label_low + n_l - 1, ratio) + 3 - out.label_low), kNegInf);
   out.log_q.assign(out.log_p.size(), kNegInf);
-  for (long j = 0; j < n_l; ++j) {
-    const long k = fine.label_low + j;
-    const long label = floor_div(2 * k + ratio, 2 * ratio);  // nearest coarse label
+  for (long j = 0; j < n_l;) {
+    const long label = floor_div(2 * (fine.label_low + j) + ratio, 2 * ratio);  // nearest coarse label
+    long end = j;
+    double top_p = kNegInf, top_q = kNegInf;
+    while (end < n_l && floor_div(2 * (fine.label_low + end) + ratio, 2 * ratio) == label) {
+      top_p = std::max(top_p, fine.log_p[static_cast<std::size_t>(end)]);
+      top_q = std::max(top_q, fine.log_q[static_cast<std::size_t>(end)]);
+      ++end;
+    }
+    double sum_p = 0.0, sum_q = 0.0;
+    for (long i = j; i < end; ++i) {
+      const double p = fine.log_p[static_cast<std::size_t>(i)], q = fine.log_q[static_cast<std::size_t>(i)];
+      if (p > kNegInf) sum_p += std::exp(p - top_p);
+      if (q > kNegInf) sum_q += std::exp(q - top_q);
+    }
+    const double count = static_cast<double>(end - j);
     const auto i = static_cast<std::size_t>(label - out.label_low);
-    out.log_p[i] = log_add(out.log_p[i], fine.log_p[static_cast<std::size_t>(j)]);
-    out.log_q[i] = log_add(out.log_q[i], fine.log_q[static_cast<std::size_t>(j)]);
+    if (top_p > kNegInf) out.log_p[i] = run_log(top_p, sum_p, count, -1);
+    if (top_q > kNegInf) out.log_q[i] = run_log(top_q, sum_q, count, +1);
+    j = end;
   }
   out.infinity_upper = fine.infinity_upper;
   out.infinity_lower = fine.infinity_lower;
@@ -358,11 +426,13 @@ SplitComposedPld::SplitComposedPld(const SplitStep& split, double count, long ra
     // The sums by Horner's rule (log_power_sum) on the masses relative to the largest, computed once for every
     // lambda: an exponential per cell and lambda had cost a tenth of a refined split pass (45,000 cells, 69
     // slopes: sigma=0.5, q=1e-7, T=1e7). Where some finite mass is below e^-700 of the largest (it would
-    // underflow) or there is no finite mass, the exponentials one by one as before. The rounding, on top of
-    // the log-sum-exp's 8 u (n + 2 + v): each mass e^{log_j - top} within u (1 + |log_j - top|), the Horner
-    // sums within ~3 u (n + 1) with r = e^{-lambda D} within u (2 + lambda D), raised to powers up to n (so
-    // n lambda D), the log and the shifts within ulps of their sizes: 4 u (n lambda D + 2 max |log_j| + |sum|
-    // + |lambda x_0| + 16); a term below 1e-308 of the last mass may be lost in the powers: n 1e-290.
+    // underflow) or there is no finite mass, the exponentials one by one as before. The rounding: the Horner
+    // chains' multiply-adds and r = e^{-lambda D} (within 2 u), raised to powers up to n, err by about 3.25 u n
+    // whatever lambda D (measured up to 2,400 u at n = 20,000): that is what the log-sum-exp's 8 u (n + 2 + v),
+    // kept here, now covers; on top of it, each mass e^{log_j - top} within u (1 + |log_j - top|), r's argument
+    // lambda D within u of itself (raised to n: n lambda D), the log and the shifts within ulps of their sizes:
+    // 4 u (n lambda D + 2 max |log_j| + |sum| + |lambda x_0| + 16); and products that go subnormal, each within
+    // 2^-1075 against a sum of at least e^-700: (n + 4) 1e-19.
     const std::vector<double>& logs = small.log_upper;
     std::size_t first = 0, last = logs.size();
     while (first < last && logs[first] == kNegInf) ++first;
@@ -394,7 +464,7 @@ SplitComposedPld::SplitComposedPld(const SplitStep& split, double count, long ra
         const double largest = log_size + lambda * x_reach;  // >= every |log_j + lambda x_j|
         margin = 8.0 * kU * (static_cast<double>(logs.size()) + 2.0 + largest) +
                  4.0 * kU * (n_cells * step + 2.0 * log_size + std::fabs(sum) + std::fabs(lambda * x_first) + 16.0) +
-                 n_cells * 1e-290;
+                 (n_cells + 4.0) * 1e-19;
       } else {
         double largest = 0.0;
         for (std::size_t j = 0; j < terms.size(); ++j) {
