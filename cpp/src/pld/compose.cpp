@@ -959,7 +959,7 @@ StepPmf compose_block(const StepPmf& step, double count, double tilt, std::size_
       const double log_below = count * flat.log_norm + std::log(below);
       const double margin = 8.0 * kU * (std::fabs(std::log(below)) + std::fabs(count * flat.log_norm) + 1.0) +
                             count * flat.max_rounding;
-      out.log_upper[0] = log_add(out.log_upper[0], log_below + margin);
+      out.log_upper[0] = log_add_directed(out.log_upper[0], log_below + margin, +1);
       out.infinity_upper = std::min(out.infinity_upper + std::exp(log_above) * (1.0 + 4.0 * kU), 1.0);
     }
   }

@@ -718,8 +718,8 @@ StepPmf discretize(const MonotonePair& pair, double d, double log_tail, std::siz
       const long label = std::clamp(std::lround(std::isfinite(ratio) ? ratio : static_cast<double>(k)), k_low - 1,
                                     k_high + 1);
       const auto j = static_cast<std::size_t>(label - out.label_low);
-      out.log_p[j] = log_add(out.log_p[j], pm.lo);
-      out.log_q[j] = log_add(out.log_q[j], qm.hi);
+      out.log_p[j] = log_add_directed(out.log_p[j], pm.lo, -1);  // (P low, Q high also where cells share a label)
+      out.log_q[j] = log_add_directed(out.log_q[j], qm.hi, +1);
       shared.add(j, qm, own);
     } else {
       dropped_p += std::exp(pm.hi) * (1.0 + 4.0 * kUnit);
@@ -734,7 +734,7 @@ StepPmf discretize(const MonotonePair& pair, double d, double log_tail, std::siz
   // label -inf (dropped from P and Q alike: a valid labelling).
   if (!std::isinf(x_small)) {
     const double tail = pair.edge_p(x_small).log_cdf;
-    out.log_upper[1] = log_add(out.log_upper[1], tail + kLogError * (1.0 + std::fabs(tail)));
+    out.log_upper[1] = log_add_directed(out.log_upper[1], tail + kLogError * (1.0 + std::fabs(tail)), +1);
   }
   if (!std::isinf(x_large)) {
     const double tail = pair.edge_p(x_large).log_sf;

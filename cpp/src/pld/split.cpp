@@ -202,8 +202,8 @@ SplitStep discretize_split(const MonotonePair& pair, double d, long ratio, long 
       const long label =
           std::clamp(std::lround(std::isfinite(ratio_loss) ? ratio_loss : static_cast<double>(a)), first, last);
       const auto j = static_cast<std::size_t>(label - part.label_low);
-      part.log_p[j] = log_add(part.log_p[j], pm.lo);
-      part.log_q[j] = log_add(part.log_q[j], qm.hi);
+      part.log_p[j] = log_add_directed(part.log_p[j], pm.lo, -1);  // (P low, Q high where cells share a label)
+      part.log_q[j] = log_add_directed(part.log_q[j], qm.hi, +1);
     }
     split_cell_by_loss(pm, own, a, a + 1, grid, part.upper_low, part.log_upper);
   }
@@ -213,12 +213,14 @@ SplitStep discretize_split(const MonotonePair& pair, double d, long ratio, long 
   // the labels drop that mass), and the largest belong to the caller's rare part.
   if (band_only && n_b > 0 && !std::isinf(edge_x(0))) {
     const double below = pair.edge_p(edge_x(0)).log_cdf;
-    sm.log_upper[0] = log_add(sm.log_upper[0], below + kLogError * (1.0 + std::fabs(below)));
+    sm.log_upper[0] = log_add_directed(sm.log_upper[0], below + kLogError * (1.0 + std::fabs(below)), +1);
   }
   if (!band_only && !std::isinf(x_small)) {
     StepPmf& part = n_a > 0 || n_b == 0 ? ra : sm;  // never the empty stand-in: that mass must stay
     const double tail = pair.edge_p(x_small).log_cdf;
-    if (part.log_upper.size() > 1) part.log_upper[1] = log_add(part.log_upper[1], tail + kLogError * (1.0 + std::fabs(tail)));
+    if (part.log_upper.size() > 1) {
+      part.log_upper[1] = log_add_directed(part.log_upper[1], tail + kLogError * (1.0 + std::fabs(tail)), +1);
+    }
   }
   if (!band_only && !std::isinf(x_large)) {
     const double tail = pair.edge_p(x_large).log_sf;
@@ -249,14 +251,6 @@ double run_log(double top, double sum, double count, int side) {
   const double value = top + log_sum;
   const double correction = kU * (std::fabs(log_sum) + 0.5 * std::fabs(value)) * (1.0 + 1e-6);
   return std::nextafter(value + side * correction, side * kInf);
-}
-
-// log_add, rounded up: exp within an ulp of a term at most 1, log1p within an ulp of its result (at most log 2)
-// plus that term's error, the sum with the larger operand half an ulp of the result, the correction one more.
-double log_add_up(double a, double b) {
-  const double sum = log_add(a, b);
-  if (sum == kNegInf) return sum;
-  return std::nextafter(sum + kU * (2.0 + 0.5 * std::fabs(sum)) * (1.0 + 1e-6), kInf);
 }
 
 }  // namespace
@@ -304,8 +298,8 @@ StepPmf coarsen(const StepPmf& fine, long ratio) {
       }
       const double count = static_cast<double>(end - j);
       const auto ia = static_cast<std::size_t>(a - out.upper_low);
-      out.log_upper[ia] = log_add_up(out.log_upper[ia], run_log(top, to_a, count, +1));
-      out.log_upper[ia + 1] = log_add_up(out.log_upper[ia + 1], run_log(top, to_b, count, +1));
+      out.log_upper[ia] = log_add_directed(out.log_upper[ia], run_log(top, to_a, count, +1), +1);
+      out.log_upper[ia + 1] = log_add_directed(out.log_upper[ia + 1], run_log(top, to_b, count, +1), +1);
     }
     j = end;
   }

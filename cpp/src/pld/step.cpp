@@ -148,6 +148,13 @@ bool normal_cell_mass(double xa, double xb, double mean, double sigma, Mass* out
   return true;
 }
 
+double log_add_directed(double a, double b, int side) {
+  if (a == kNegInf || b == kNegInf) return a == kNegInf ? b : a;
+  const double sum = log_add(a, b);
+  const double correction = kUnit * (2.0 + 0.5 * std::fabs(sum)) * (1.0 + 1e-6);
+  return std::nextafter(sum + side * correction, side * kInf);
+}
+
 Mass intersect(const Mass& a, const Mass& b) {
   const Mass both{std::max(a.lo, b.lo), std::min(a.hi, b.hi)};
   // Two certified intervals always meet; should they ever not, neither is trusted: keep their hull.
@@ -195,13 +202,14 @@ void split_cell_by_loss(const Mass& m, const Mass& own, long a, long b, double d
   const auto ia = static_cast<std::size_t>(a - upper_low);
   const auto ib = static_cast<std::size_t>(b - upper_low);
   if (b <= a) {
-    log_upper[ia] = log_add(log_upper[ia], m.hi);
+    log_upper[ia] = log_add_directed(log_upper[ia], m.hi, +1);
     return;
   }
   // The rest of m (high) goes to b.
   const double fraction = spread_fraction(own, static_cast<double>(a) * d, static_cast<double>(b - a) * d);
-  if (fraction > 0.0) log_upper[ia] = log_add(log_upper[ia], m.hi + std::log(fraction));
-  if (fraction < 1.0) log_upper[ib] = log_add(log_upper[ib], m.hi + std::log1p(-fraction) + 4.0 * kUnit);
+  // (Each entry rounded up where a second cell adds to it: upper masses may be added, never lost.)
+  if (fraction > 0.0) log_upper[ia] = log_add_directed(log_upper[ia], m.hi + std::log(fraction), +1);
+  if (fraction < 1.0) log_upper[ib] = log_add_directed(log_upper[ib], m.hi + std::log1p(-fraction) + 4.0 * kUnit, +1);
 }
 
 void split_cell(const Mass& m, const Mass& w, long a, long b, double d, long upper_low,

@@ -134,6 +134,12 @@ bool normal_cell_mass(double xa, double xb, double mean, double sigma, Mass* out
 // The intersection of two certified intervals for the same log-mass.
 Mass intersect(const Mass& a, const Mass& b);
 
+// log(e^a + e^b) rounded down (`side` -1) or up (+1): log_add errs by at most 2 + |result| / 2 ulps at 1 (exp and
+// log1p within an ulp each, the sum with the larger operand half an ulp of the result), and the correction rounds
+// once more (nextafter). Exact where either operand is -inf. For the labels' P-masses (down) and Q-masses and the
+// upper masses (up) that several cells add to one entry.
+double log_add_directed(double a, double b, int side);
+
 // log(e^x - e^y) for y <= x, as an interval, given that x and y each err by
 // at most kLogError (1 + |value|); a difference that cancels completely gets
 // the interval [-inf, upper error bound].
