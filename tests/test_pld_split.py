@@ -448,12 +448,12 @@ def test_chernoff_table_bounds_the_small_parts_moment_generating_function() -> N
     assert len(table) == 69  # lambda = 2^(m/2), m = -4 .. 64, every one finite here
     logs = np.asarray(small.log_upper)
     cells = np.nonzero(np.isfinite(logs))[0]
-    mpmath.mp.dps = 30
     for lam, value in table[::12]:
-        total = mpmath.fsum(
-            mpmath.exp(mpmath.mpf(float(logs[j])) + mpmath.mpf(lam) * (small.upper_low + int(j)) * mpmath.mpf(d))
-            for j in cells
-        )
-        exact = (steps - rare_max) * mpmath.log(total)
-        assert value >= exact, (lam, value, exact)
-        assert value - exact <= 1e-2, (lam, value, exact)
+        with mpmath.workdps(30):
+            total = mpmath.fsum(
+                mpmath.exp(mpmath.mpf(float(logs[j])) + mpmath.mpf(lam) * (small.upper_low + int(j)) * mpmath.mpf(d))
+                for j in cells
+            )
+            exact = (steps - rare_max) * mpmath.log(total)
+            assert value >= exact, (lam, value, exact)
+            assert value - exact <= 1e-2, (lam, value, exact)

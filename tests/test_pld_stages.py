@@ -198,45 +198,45 @@ def test_coarsened_step_is_certified_and_its_labels_are_sums(ratio: int) -> None
     its fine labels' (nearest coarse label), within the charge for their rounding, about 0.7 ratio + 4.5 ulps and
     3 ulps of the log (4e-13 at a ratio of 2489). The sums run in linear space per coarse cell and are rounded outward
     (the log_add chains before had been neither: on c1d901c a P-label exceeded its sum by 1e-16 of itself)."""
-    mp.mp.dps = 30
-    acct = PLDAccountant().step(noise_multiplier=0.8, sampling_probability=0.01, count=1)
-    spec = acct._groups()[0][0]
-    step = acct._step(spec, "remove", 1e-4, -40.0)
-    coarse = _core.pld.coarsen(step, ratio)
-    d, dc = step.discretization, coarse.discretization
+    with mp.workdps(30):
+        acct = PLDAccountant().step(noise_multiplier=0.8, sampling_probability=0.01, count=1)
+        spec = acct._groups()[0][0]
+        step = acct._step(spec, "remove", 1e-4, -40.0)
+        coarse = _core.pld.coarsen(step, ratio)
+        d, dc = step.discretization, coarse.discretization
 
-    def delta(pmf: Any, epsilon: float, width: float) -> Any:
-        total = mp.mpf(pmf.infinity_upper)
-        for j, value in enumerate(pmf.log_upper):
-            loss = (pmf.upper_low + j) * mp.mpf(width)
-            if value > -math.inf and loss > epsilon:
-                total += mp.exp(mp.mpf(float(value))) * (1 - mp.exp(epsilon - loss))
-        return total
+        def delta(pmf: Any, epsilon: float, width: float) -> Any:
+            total = mp.mpf(pmf.infinity_upper)
+            for j, value in enumerate(pmf.log_upper):
+                loss = (pmf.upper_low + j) * mp.mpf(width)
+                if value > -math.inf and loss > epsilon:
+                    total += mp.exp(mp.mpf(float(value))) * (1 - mp.exp(epsilon - loss))
+            return total
 
-    for epsilon in (0.0, 0.02, 0.05, 0.1, 0.2):
-        fine, coarse_delta = delta(step, epsilon, d), delta(coarse, epsilon, dc)
-        assert coarse_delta >= fine, (ratio, epsilon, fine, coarse_delta)
-        assert coarse_delta - fine <= (1 - mp.exp(-dc)) * mp.mpf(1) + 1e-12 * fine, (ratio, epsilon)
-    sums_p: dict[int, Any] = {}
-    sums_q: dict[int, Any] = {}
-    for j, (p, q) in enumerate(zip(step.log_p, step.log_q)):
-        label = (2 * (step.label_low + j) + ratio) // (2 * ratio)
-        sums_p[label] = sums_p.get(label, mp.mpf(0)) + (mp.exp(mp.mpf(float(p))) if p > -math.inf else 0)
-        sums_q[label] = sums_q.get(label, mp.mpf(0)) + (mp.exp(mp.mpf(float(q))) if q > -math.inf else 0)
-    for j, (p, q) in enumerate(zip(coarse.log_p, coarse.log_q)):
-        label = coarse.label_low + j
-        exact_p, exact_q = sums_p.get(label, mp.mpf(0)), sums_q.get(label, mp.mpf(0))
-        got_p = mp.exp(mp.mpf(float(p))) if p > -math.inf else mp.mpf(0)
-        got_q = mp.exp(mp.mpf(float(q))) if q > -math.inf else mp.mpf(0)
-        # (split.cpp's run_log, in ulps at 1, u = 2.2e-16: ratio / 2 + 4.5 relative and ratio / 5 absolute against a
-        # sum of at least 1, an ulp of log sum (at most log ratio), and of the stored log half an ulp, the correction
-        # and one more: up to 2.5 u |log|, 3 here; 10 % over.)
-        unit = 2.2205e-16 * 1.1
+        for epsilon in (0.0, 0.02, 0.05, 0.1, 0.2):
+            fine, coarse_delta = delta(step, epsilon, d), delta(coarse, epsilon, dc)
+            assert coarse_delta >= fine, (ratio, epsilon, fine, coarse_delta)
+            assert coarse_delta - fine <= (1 - mp.exp(-dc)) * mp.mpf(1) + 1e-12 * fine, (ratio, epsilon)
+        sums_p: dict[int, Any] = {}
+        sums_q: dict[int, Any] = {}
+        for j, (p, q) in enumerate(zip(step.log_p, step.log_q)):
+            label = (2 * (step.label_low + j) + ratio) // (2 * ratio)
+            sums_p[label] = sums_p.get(label, mp.mpf(0)) + (mp.exp(mp.mpf(float(p))) if p > -math.inf else 0)
+            sums_q[label] = sums_q.get(label, mp.mpf(0)) + (mp.exp(mp.mpf(float(q))) if q > -math.inf else 0)
+        for j, (p, q) in enumerate(zip(coarse.log_p, coarse.log_q)):
+            label = coarse.label_low + j
+            exact_p, exact_q = sums_p.get(label, mp.mpf(0)), sums_q.get(label, mp.mpf(0))
+            got_p = mp.exp(mp.mpf(float(p))) if p > -math.inf else mp.mpf(0)
+            got_q = mp.exp(mp.mpf(float(q))) if q > -math.inf else mp.mpf(0)
+            # (split.cpp's run_log, in ulps at 1, u = 2.2e-16: ratio / 2 + 4.5 relative and ratio / 5 absolute against a
+            # sum of at least 1, an ulp of log sum (at most log ratio), and of the stored log half an ulp, the
+            # correction and one more: up to 2.5 u |log|, 3 here; 10 % over.)
+            unit = 2.2205e-16 * 1.1
 
-        def charge(value: float) -> float:
-            logs = math.log(ratio) + 3.0 * abs(value) if value > -math.inf else 0.0
-            return unit * (0.7 * ratio + 4.5 + logs)
+            def charge(value: float) -> float:
+                logs = math.log(ratio) + 3.0 * abs(value) if value > -math.inf else 0.0
+                return unit * (0.7 * ratio + 4.5 + logs)
 
-        charge_p, charge_q = charge(float(p)), charge(float(q))
-        assert got_p <= exact_p and got_p >= exact_p * (1 - charge_p), (ratio, label, got_p, exact_p)
-        assert got_q >= exact_q and got_q <= exact_q * (1 + charge_q), (ratio, label, got_q, exact_q)
+            charge_p, charge_q = charge(float(p)), charge(float(q))
+            assert got_p <= exact_p and got_p >= exact_p * (1 - charge_p), (ratio, label, got_p, exact_p)
+            assert got_q >= exact_q and got_q <= exact_q * (1 + charge_q), (ratio, label, got_q, exact_q)
