@@ -42,10 +42,11 @@ void check_cells(std::size_t n_grid, std::size_t max_cells) {
   }
 }
 
-// Adds log-mass v to entry `index` of a sequence that starts at `low`.
-void add_at(std::vector<double>& logs, long low, long index, double v) {
+// Adds log-mass v to entry `index` of a sequence that starts at `low`, the sum rounded down (`side` -1: P-labels)
+// or up (+1: Q-labels and upper masses) where atoms share an entry.
+void add_at(std::vector<double>& logs, long low, long index, double v, int side) {
   auto& slot = logs[static_cast<std::size_t>(index - low)];
-  slot = log_add(slot, v);
+  slot = log_add_directed(slot, v, side);
 }
 
 }  // namespace
@@ -99,8 +100,8 @@ StepPmf finite_step(const double* log_p_in, const double* log_q_in, std::size_t 
     const long b = static_cast<double>(a) * d == loss ? a : a + 1;
     split_cell(m, w, a, b, d, lowest, out.log_upper);
     const long label = std::lround(loss / d);
-    add_at(out.log_p, lowest, label, m.lo);
-    add_at(out.log_q, lowest, label, w.hi);
+    add_at(out.log_p, lowest, label, m.lo, -1);
+    add_at(out.log_q, lowest, label, w.hi, +1);
   }
   out.infinity_upper = std::min(out.infinity_upper * (1.0 + 4.0 * kUnit), 1.0);
   out.infinity_lower *= 1.0 - 4.0 * kUnit;
@@ -164,8 +165,8 @@ StepPmf cells_step(const double* log_p, const double* log_q, std::size_t n, cons
       out.infinity_lower += std::exp(m.lo);
       continue;
     }
-    add_at(out.log_p, lowest, label[i], m.lo);
-    add_at(out.log_q, lowest, label[i], exact(log_q[i]).hi);
+    add_at(out.log_p, lowest, label[i], m.lo, -1);
+    add_at(out.log_q, lowest, label[i], exact(log_q[i]).hi, +1);
   }
   out.infinity_lower *= 1.0 - 4.0 * kUnit;
   if (upper) {
@@ -181,7 +182,7 @@ StepPmf cells_step(const double* log_p, const double* log_q, std::size_t n, cons
       if (right == kNegInf) continue;       // loss -inf on the whole cell: no contribution
       const double left = i > 0 ? loss_at_edges[i - 1] : kNegInf;
       if (left == kNegInf || log_q[i] == kNegInf) {
-        add_at(out.log_upper, lowest, hi_index(i), m.hi);  // rounded up to the grid
+        add_at(out.log_upper, lowest, hi_index(i), m.hi, +1);  // rounded up to the grid
       } else {
         split_cell(m, exact(log_q[i]), lo_index(i), hi_index(i), d, lowest, out.log_upper);
       }

@@ -153,15 +153,14 @@ StepPmf mix_steps(const std::vector<const StepPmf*>& upper_steps, const std::vec
       // Fraction moved one point up, rounded up (moving more mass up only raises delta).
       const double theta = std::min(1.0, std::expm1(-frac) / std::expm1(-d) * (1.0 + 8.0 * kUnit));
       const double log_stay = theta < 1.0 ? std::log1p(-theta) : kNegInf;
-      const double log_move = std::log(theta) + 4.0 * kUnit;
+      const double log_move = std::log(theta);
       std::vector<double> shifted(logs.size() + 1, kNegInf);
+      // (Each product and each sum rounded up, with their logs' ulps: a flat 4 u had missed half an ulp of
+      // log-masses beyond e^-8.)
       for (std::size_t j = 0; j < logs.size(); ++j) {
         if (logs[j] == kNegInf) continue;
-        shifted[j] = log_add(shifted[j], logs[j] + log_stay);
-        shifted[j + 1] = log_add(shifted[j + 1], logs[j] + log_move);
-      }
-      for (double& v : shifted) {
-        if (v > kNegInf) v += 4.0 * kUnit;  // the log_add of two terms
+        shifted[j] = log_add_directed(shifted[j], add_log_directed(logs[j], log_stay, +1), +1);
+        shifted[j + 1] = log_add_directed(shifted[j + 1], add_log_directed(logs[j], log_move, +1), +1);
       }
       logs.swap(shifted);
     }

@@ -25,7 +25,7 @@ struct Points {
   void add(double l, double v) {
     if (v == kNegInf) return;
     if (!loss.empty() && loss.back() == l) {
-      log_mass.back() = log_add(log_mass.back(), v);
+      log_mass.back() = log_add_directed(log_mass.back(), v, +1);  // (upper masses: rounded up)
     } else {
       loss.push_back(l);
       log_mass.push_back(v);
@@ -52,8 +52,8 @@ void walk_cells(const MonotonePair& pair, const std::vector<std::pair<double, do
     a = b;
     if (pm.hi == kNegInf) continue;
     const double fraction = spread_fraction(own_loss_interval, cell_low, b - cell_low);
-    if (fraction > 0.0) points.add(cell_low, pm.hi + std::log(fraction));
-    if (fraction < 1.0) points.add(b, pm.hi + std::log1p(-fraction) + 4.0 * kU);
+    if (fraction > 0.0) points.add(cell_low, add_log_directed(pm.hi, std::log(fraction), +1));
+    if (fraction < 1.0) points.add(b, add_log_directed(pm.hi, std::log1p(-fraction), +1));
     if (pm.lo > kNegInf) {
       const double own = 0.5 * (own_loss_interval.lo + own_loss_interval.hi);
       rare.label.push_back(std::isfinite(own) ? std::clamp(own, cell_low, b) : b);

@@ -244,6 +244,7 @@ namespace {
 // the shift by top (half an ulp of the value), and the correction's own rounding, one more ulp (nextafter).
 // `side` +1 rounds up, -1 down.
 double run_log(double top, double sum, double count, int side) {
+  if (std::isnan(sum) || std::isnan(top)) return side > 0 ? std::numeric_limits<double>::quiet_NaN() : kNegInf;
   const double relative = kU * (0.5 * count + 4.5), absolute = 0.2 * kU * count;
   const double bound = side > 0 ? sum * (1.0 + relative) + absolute : sum * (1.0 - relative) - absolute;
   if (!(bound > 0.0)) return kNegInf;  // (nothing certainly there: dropping P-mass is allowed)
@@ -275,11 +276,15 @@ StepPmf coarsen(const StepPmf& fine, long ratio) {
     const long a = floor_div(fine.upper_low + j, ratio);
     long end = j;
     double top = kNegInf;
+    bool nan = false;  // (a NaN entry is passed on, as log_add did, never dropped)
     while (end < n_u && floor_div(fine.upper_low + end, ratio) == a) {
-      top = std::max(top, fine.log_upper[static_cast<std::size_t>(end)]);
+      const double v = fine.log_upper[static_cast<std::size_t>(end)];
+      nan = nan || std::isnan(v);
+      top = std::max(top, v);
       ++end;
     }
-    if (top > kNegInf) {
+    if (nan) top = std::numeric_limits<double>::quiet_NaN();
+    if (!(top == kNegInf)) {
       double to_a = 0.0, to_b = 0.0;
       for (long i = j; i < end; ++i) {
         const double v = fine.log_upper[static_cast<std::size_t>(i)];
@@ -313,11 +318,14 @@ StepPmf coarsen(const StepPmf& fine, long ratio) {
     const long label = floor_div(2 * (fine.label_low + j) + ratio, 2 * ratio);  // nearest coarse label
     long end = j;
     double top_p = kNegInf, top_q = kNegInf;
+    bool nan_q = false;
     while (end < n_l && floor_div(2 * (fine.label_low + end) + ratio, 2 * ratio) == label) {
       top_p = std::max(top_p, fine.log_p[static_cast<std::size_t>(end)]);
       top_q = std::max(top_q, fine.log_q[static_cast<std::size_t>(end)]);
+      nan_q = nan_q || std::isnan(fine.log_q[static_cast<std::size_t>(end)]);
       ++end;
     }
+    if (nan_q) top_q = std::numeric_limits<double>::quiet_NaN();
     double sum_p = 0.0, sum_q = 0.0;
     for (long i = j; i < end; ++i) {
       const double p = fine.log_p[static_cast<std::size_t>(i)], q = fine.log_q[static_cast<std::size_t>(i)];
@@ -326,8 +334,8 @@ StepPmf coarsen(const StepPmf& fine, long ratio) {
     }
     const double count = static_cast<double>(end - j);
     const auto i = static_cast<std::size_t>(label - out.label_low);
-    if (top_p > kNegInf) out.log_p[i] = run_log(top_p, sum_p, count, -1);
-    if (top_q > kNegInf) out.log_q[i] = run_log(top_q, sum_q, count, +1);
+    if (top_p > kNegInf) out.log_p[i] = run_log(top_p, sum_p, count, -1);  // (a NaN P-term drops the run's P)
+    if (!(top_q == kNegInf)) out.log_q[i] = run_log(top_q, sum_q, count, +1);
     j = end;
   }
   out.infinity_upper = fine.infinity_upper;

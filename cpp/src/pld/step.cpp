@@ -155,6 +155,13 @@ double log_add_directed(double a, double b, int side) {
   return std::nextafter(sum + side * correction, side * kInf);
 }
 
+double add_log_directed(double a, double b, int side) {
+  if (a == kNegInf || b == kNegInf) return kNegInf;
+  const double sum = a + b;
+  const double correction = kUnit * (0.5 * std::fabs(sum) + std::fabs(b)) * (1.0 + 1e-6);
+  return std::nextafter(sum + side * correction, side * kInf);
+}
+
 Mass intersect(const Mass& a, const Mass& b) {
   const Mass both{std::max(a.lo, b.lo), std::min(a.hi, b.hi)};
   // Two certified intervals always meet; should they ever not, neither is trusted: keep their hull.
@@ -207,9 +214,13 @@ void split_cell_by_loss(const Mass& m, const Mass& own, long a, long b, double d
   }
   // The rest of m (high) goes to b.
   const double fraction = spread_fraction(own, static_cast<double>(a) * d, static_cast<double>(b - a) * d);
-  // (Each entry rounded up where a second cell adds to it: upper masses may be added, never lost.)
-  if (fraction > 0.0) log_upper[ia] = log_add_directed(log_upper[ia], m.hi + std::log(fraction), +1);
-  if (fraction < 1.0) log_upper[ib] = log_add_directed(log_upper[ib], m.hi + std::log1p(-fraction) + 4.0 * kUnit, +1);
+  // (Each part and each entry rounded up: upper masses may be added, never lost.)
+  if (fraction > 0.0) {
+    log_upper[ia] = log_add_directed(log_upper[ia], add_log_directed(m.hi, std::log(fraction), +1), +1);
+  }
+  if (fraction < 1.0) {
+    log_upper[ib] = log_add_directed(log_upper[ib], add_log_directed(m.hi, std::log1p(-fraction), +1), +1);
+  }
 }
 
 void split_cell(const Mass& m, const Mass& w, long a, long b, double d, long upper_low,

@@ -140,6 +140,11 @@ Mass intersect(const Mass& a, const Mass& b);
 // upper masses (up) that several cells add to one entry.
 double log_add_directed(double a, double b, int side);
 
+// a + b rounded down (`side` -1) or up (+1) where b is a log computed within an ulp of itself (log, log1p): half
+// an ulp of the sum and b's ulp, then nextafter for the correction's own rounding. -inf where either is -inf. For
+// a log-mass times a factor (a cell's split, a shift's fraction).
+double add_log_directed(double a, double b, int side);
+
 // log(e^x - e^y) for y <= x, as an interval, given that x and y each err by
 // at most kLogError (1 + |value|); a difference that cancels completely gets
 // the interval [-inf, upper error bound].
