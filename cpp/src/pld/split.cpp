@@ -341,7 +341,12 @@ StepPmf coarsen(const StepPmf& fine, long ratio) {
   out.infinity_upper = fine.infinity_upper;
   out.infinity_lower = fine.infinity_lower;
   summarise(out);
-  out.loss_slack = fine.loss_slack;
+  // An aligned cell k = a ratio stays at a, whose loss a dc (dc = fl(ratio d)) may lie half an ulp of the loss below
+  // k d, and upper masses may move up, never down: the slack the composer takes off epsilon grows by an ulp of the
+  // largest loss represented (a review's finding; older than the linear sums above).
+  const double reach = std::max(std::fabs(static_cast<double>(fine.upper_low) * d),
+                                std::fabs(static_cast<double>(fine.upper_low + n_u) * d));
+  out.loss_slack = fine.loss_slack + kU * reach * (1.0 + 1e-6);
   return out;
 }
 
