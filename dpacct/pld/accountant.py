@@ -1827,7 +1827,8 @@ class PLDAccountant(Accountant):
 
     def _total_variation(self, groups: list[tuple[_Spec, int]], tests: Any) -> tuple[float, float]:
         """Certified bounds on delta(0) of a history whose add pairs are its remove pairs swapped:
-        the intersection of both directions' intervals (the second only where the first misses)."""
+        the intersection of both directions' intervals (the second only where the first is wider than twice the
+        target)."""
         lower, upper = 0.0, 1.0
         # At large noise the sum test's lower bound first, as in delta_bounds: it is the total variation of the
         # sum of the outputs, a lower bound on either direction's (sigma=198, q=4.2e-8, T=5: the grids took 4.1 s
