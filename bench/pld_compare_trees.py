@@ -1,12 +1,13 @@
 """Run the same random PLD queries through two dpacct checkouts and compare their certified intervals.
 
-Usage: python bench/pld_compare_trees.py OLD_TREE NEW_TREE [--queries N] [--seed S]
+Usage: python bench/pld_compare_trees.py OLD_TREE NEW_TREE [--queries N] [--seed S] [--min-sigma S] [--max-sigma S]
 
 Each tree must have its extension built in place (``python setup.py build_ext --inplace``;
 ``git worktree add /tmp/old REV`` gives an older revision). Every query runs in a child
 process per tree, cold. Both answers are certified, so disjoint intervals mean a bug; the
 script also lists queries whose new upper bound is looser or new lower bound lower than
-the old one by more than 0.1 %, and those that became much slower.
+the old one by more than 0.1 %, and those that became much slower. sigma is drawn log-uniform in
+[min-sigma, max-sigma] (default 0.3 .. 20).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ rng = random.Random(int(sys.argv[2]))
 def lu(a, b):
     return math.exp(rng.uniform(math.log(a), math.log(b)))
 for i in range(int(sys.argv[3])):
-    sigma = lu(0.3, 20.0)
+    sigma = lu(float(sys.argv[4]), float(sys.argv[5]))
     q = 1.0 if rng.random() < 0.15 else lu(1e-8, 1.0)
     steps = 1 if rng.random() < 0.2 else max(1, int(lu(1, 1e7)))
     kind = "delta" if rng.random() < 0.3 else "epsilon"
@@ -45,9 +46,9 @@ for i in range(int(sys.argv[3])):
 """
 
 
-def run(tree: str, seed: int, queries: int) -> list[dict[str, object]]:
-    out = subprocess.run([sys.executable, "-c", CHILD, tree, str(seed), str(queries)], capture_output=True,
-                         text=True, check=True).stdout
+def run(tree: str, seed: int, queries: int, sigmas: tuple[float, float]) -> list[dict[str, object]]:
+    command = [sys.executable, "-c", CHILD, tree, str(seed), str(queries), str(sigmas[0]), str(sigmas[1])]
+    out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
     return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 
 
@@ -57,8 +58,11 @@ def main() -> None:
     parser.add_argument("new")
     parser.add_argument("--queries", type=int, default=120)
     parser.add_argument("--seed", type=int, default=5)
+    parser.add_argument("--min-sigma", type=float, default=0.3)
+    parser.add_argument("--max-sigma", type=float, default=20.0)
     args = parser.parse_args()
-    old, new = run(args.old, args.seed, args.queries), run(args.new, args.seed, args.queries)
+    sigmas = (args.min_sigma, args.max_sigma)
+    old, new = run(args.old, args.seed, args.queries, sigmas), run(args.new, args.seed, args.queries, sigmas)
     disjoint = looser = lower = slower = narrower = 0
     for a, b in zip(old, new):
         label = f"{a['kind']} T={a['steps']} q={a['q']:.3g} sigma={a['sigma']:.3g} at {a['value']:.3g}"
@@ -81,8 +85,8 @@ def main() -> None:
             print(f"slower: {label}: {span}")
         if math.isfinite(up_a) and up_b - lo_b < (2 / 3) * (up_a - lo_a):
             narrower += 1
-    cpu_old = sum(float(a["cpu"]) for a in old)  # type: ignore[arg-type]
-    cpu_new = sum(float(b["cpu"]) for b in new)  # type: ignore[arg-type]
+    cpu_old = sum(float(a["cpu"]) for a in old)  # type: ignore[arg-type, misc]
+    cpu_new = sum(float(b["cpu"]) for b in new)  # type: ignore[arg-type, misc]
     print(f"{len(new)} queries: {disjoint} disjoint, {looser} with a looser upper bound, {lower} with a lower lower "
           f"bound, {narrower} narrower by a third, {slower} much slower; CPU {cpu_old:.1f} s -> {cpu_new:.1f} s")
 

@@ -240,3 +240,63 @@ def test_coarsened_step_is_certified_and_its_labels_are_sums(ratio: int) -> None
             charge_p, charge_q = charge(float(p)), charge(float(q))
             assert got_p <= exact_p and got_p >= exact_p * (1 - charge_p), (ratio, label, got_p, exact_p)
             assert got_q >= exact_q and got_q <= exact_q * (1 + charge_q), (ratio, label, got_q, exact_q)
+
+
+def test_coarse_cells_wider_than_the_exponent_range_stay_certified() -> None:
+    """Cells of 1419 (sigma=0.034, q=0.365, the width a long run's staged composition chose): the connect-the-dots
+    fraction expm1(s) / expm1(span) overflowed to inf / inf beyond a span of 709.8, and the NaN summed into every
+    cell of the run. Now no entry is NaN, the upper mass is kept, and delta at every epsilon is at least the fine
+    step's (mpmath at 30 digits, from the same doubles)."""
+    with mp.workdps(30):
+        acct = PLDAccountant().step(noise_multiplier=0.034, sampling_probability=0.365, count=1)
+        step = acct._step(acct._groups()[0][0], "remove", 44.35331729157697, -59.34)
+        coarse = _core.pld.coarsen(step, 32)
+        assert coarse.discretization > 1000.0
+        for values in (coarse.log_upper, coarse.log_p, coarse.log_q):
+            assert not np.isnan(np.asarray(values)).any()
+
+        def delta(pmf: Any, epsilon: float) -> Any:
+            total = mp.mpf(pmf.infinity_upper)
+            for j, value in enumerate(pmf.log_upper):
+                loss = (pmf.upper_low + j) * mp.mpf(pmf.discretization)
+                if value > -math.inf and loss > epsilon:
+                    total += mp.exp(mp.mpf(float(value))) * (1 - mp.exp(epsilon - loss))
+            return total
+
+        for epsilon in (0.0, 1.0, 100.0, 400.0, 700.0):
+            assert delta(coarse, epsilon) >= delta(step, epsilon), epsilon
+        assert delta(coarse, -1e4) >= delta(step, -1e4) > 0.99
+
+
+def test_long_run_at_tiny_sigma_is_not_below_its_mean_loss() -> None:
+    """sigma=0.034, q=0.365, T=1.6e7, delta=2.7e-15 (a draw of the sweep below sigma = 0.2): the remove direction's
+    staged composition read NaN masses and its upper bound on epsilon came out as 0, so the answer was the add
+    direction's 7.27e6, against a true epsilon of about 2.52e9.
+
+    Reference (independent of the grids): with L the composed loss under P, delta(eps) >= (1 - e^{-t}) P(L > eps + t),
+    and Cantelli's inequality P(L <= T mu - a) <= T v / (T v + a^2) with mu, v the mean and variance of one step's
+    loss (mpmath quadrature at 30 digits). With a = 3 sqrt(T v) and t = 1, delta(eps) >= 0.56 > delta for
+    eps <= T mu - a - 1, so epsilon(delta) exceeds that (2.513e9); the central limit puts it near 2.522e9."""
+    sigma, q, steps, delta = 0.034, 0.365, 16_000_000, 2.7e-15
+    with mp.workdps(30):
+        s, rate = mp.mpf(sigma), mp.mpf(q)
+
+        def loss(x: Any) -> Any:
+            return mp.log(1 - rate + rate * mp.exp((2 * x - 1) / (2 * s * s)))
+
+        def moment(power: int) -> Any:
+            def under(centre: float) -> Any:
+                def density(x: Any) -> Any:
+                    return mp.npdf(x, centre, s) * loss(x) ** power
+
+                return mp.quad(density, [centre - 40 * s, centre - 8 * s, centre, centre + 8 * s, centre + 40 * s])
+
+            return (1 - rate) * under(0.0) + rate * under(1.0)
+
+        mean = moment(1)
+        variance = moment(2) - mean**2
+        floor = float(steps * mean - 3 * mp.sqrt(steps * variance) - 1)
+    assert 2.5e9 < floor < 2.52e9
+    bounds = PLDAccountant().step(noise_multiplier=sigma, sampling_probability=q, count=steps).epsilon_bounds(delta)
+    assert bounds.upper >= floor, (bounds, floor)
+    assert 0.5 * bounds.upper <= bounds.lower <= bounds.upper

@@ -192,6 +192,7 @@ ComposedPld::ComposedPld(const std::vector<std::pair<const StepPmf*, double>>& g
   for (const auto& [step, count] : groups) {
     if (!(count >= 0.0 && count == std::floor(count) && count < 9.0e15)) fail("count", "an integer >= 0", count);
     if (count == 0.0) continue;
+    require_no_nan(*step);
     if (discretization_ == 0.0) discretization_ = step->discretization;
     if (step->discretization != discretization_) {
       throw std::invalid_argument("every step of a composition must have the same discretization");
@@ -895,6 +896,7 @@ StepPmf compose_block(const StepPmf& step, double count, double tilt, std::size_
   if (!(count >= 1.0 && count == std::floor(count) && count < 9.0e15)) fail("count", "an integer >= 1", count);
   if (!(log_window_tail <= -25.0 && log_window_tail >= -700.0)) fail("log_window_tail", "in [-700, -25]", log_window_tail);
   require_positive_finite("discretization", step.discretization);
+  require_no_nan(step);
   if (count == 1.0) return step;
   const double d = step.discretization;
   StepPmf out;

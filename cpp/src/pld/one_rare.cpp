@@ -133,6 +133,7 @@ OneRareComposedPld::OneRareComposedPld(const OneRareStep& step, double count, do
   if (!(count >= 2.0 && count == std::floor(count) && count < 9.0e15)) fail("count", "an integer >= 2", count);
   require_nonnegative_finite("tilt", tilt);
   const StepPmf& band = step.band;
+  require_no_nan(band);
   const RareCells& rare = step.rare;
   d_ = band.discretization;
   if (band.log_upper.empty() || !band.has_upper) {

@@ -360,6 +360,8 @@ SplitComposedPld::SplitComposedPld(const SplitStep& split, double count, long ra
   require_nonnegative_finite("tilt", tilt);
   if (std::isnan(rare_cut_low)) fail("rare_cut_low", "a number", rare_cut_low);
   if (std::isnan(rare_cut_high)) fail("rare_cut_high", "a number", rare_cut_high);
+  require_no_nan(split.small);
+  require_no_nan(split.rare);
   const StepPmf& small = split.small;
   const StepPmf rare = cut_rare(split.rare, rare_cut_low, rare_cut_high);
   d_fine_ = small.discretization;

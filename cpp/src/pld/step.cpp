@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 #include "dpacct/logmath.hpp"
 
@@ -151,6 +152,7 @@ bool normal_cell_mass(double xa, double xb, double mean, double sigma, Mass* out
 double log_add_directed(double a, double b, int side) {
   if (a == kNegInf || b == kNegInf) return a == kNegInf ? b : a;
   const double sum = log_add(a, b);
+  if (!std::isfinite(sum)) return sum;  // (+inf stays +inf: inf - inf would be a NaN)
   const double correction = kUnit * (2.0 + 0.5 * std::fabs(sum)) * (1.0 + 1e-6);
   return std::nextafter(sum + side * correction, side * kInf);
 }
@@ -158,6 +160,7 @@ double log_add_directed(double a, double b, int side) {
 double add_log_directed(double a, double b, int side) {
   if (a == kNegInf || b == kNegInf) return kNegInf;
   const double sum = a + b;
+  if (!std::isfinite(sum)) return sum;  // (an infinite or NaN sum as it is: inf - inf would be a NaN)
   const double correction = kUnit * (0.5 * std::fabs(sum) + std::fabs(b)) * (1.0 + 1e-6);
   return std::nextafter(sum + side * correction, side * kInf);
 }
@@ -179,6 +182,20 @@ Mass own_loss(const Mass& p, const Mass& q) {
           std::isfinite(hi) ? hi + kUnit * (std::fabs(p.hi) + std::fabs(q.lo)) : hi};
 }
 
+// (A NaN once came from an overflowing spread fraction in coarsen, below.)
+void require_no_nan(const StepPmf& step) {
+  auto any_nan = [](const std::vector<double>& v) {
+    return std::any_of(v.begin(), v.end(), [](double x) { return std::isnan(x); });
+  };
+  if (any_nan(step.log_upper) || any_nan(step.log_p) || any_nan(step.log_q) || any_nan(step.log_q_mid) ||
+      std::isnan(step.infinity_upper) || std::isnan(step.infinity_lower) || std::isnan(step.loss_slack)) {
+    throw std::runtime_error("internal error in dpacct's PLD composer: a step's masses hold a NaN (please report)");
+  }
+}
+
+// Spans beyond which spread_fraction's expm1(span) would come near overflow (709.78).
+constexpr double kWideSpan = 512.0;
+
 double spread_fraction(const Mass& own, double a, double span) {
   if (!(span > 0.0) || !(own.hi < kInf)) return 0.0;  // (no spread, or no Q-mass: all at the top)
   if (own.hi == kNegInf) return 1.0;
@@ -193,6 +210,16 @@ double spread_fraction(const Mass& own, double a, double span) {
   const double s = span - t;
   const double s_low = s - kUnit * (std::fabs(a) + std::fabs(span) + std::fabs(t) + std::fabs(s));
   if (!(s_low > 0.0)) return 0.0;
+  if (span > kWideSpan) {
+    // expm1(span) overflows beyond 709.78 (the fraction was then inf / inf, a NaN that coarsen summed into every
+    // cell of the run: sigma=0.034, q=0.365, T=1.6e7 coarsened a step to cells of 1419 and the remove direction's
+    // upper bound on epsilon came out as 0). The same fraction as e^{-t} (1 - e^{-s}) / (1 - e^{-span}), with
+    // t = span - s_low rounded up (nextafter), so each factor is at most its value at s_low; exp, the two expm1,
+    // the product and the division round once each, charged 12 kUnit.
+    const double t_high = std::nextafter(span - s_low, kInf);
+    const double wide = std::exp(-t_high) * -std::expm1(-s_low) / -std::expm1(-span) * (1.0 - 12.0 * kUnit);
+    return wide >= 0.0 ? std::min(wide, 1.0) : 0.0;
+  }
   // A step's cells mostly share one span (the grid width): the last expm1(span) is kept per thread.
   thread_local double last_span = -1.0, expm1_span = 0.0;
   if (span != last_span) {
@@ -200,7 +227,7 @@ double spread_fraction(const Mass& own, double a, double span) {
     last_span = span;
   }
   const double fraction = std::expm1(s_low) / expm1_span * (1.0 - 6.0 * kUnit);
-  return std::clamp(fraction, 0.0, 1.0);
+  return fraction >= 0.0 ? std::min(fraction, 1.0) : 0.0;  // (a NaN would be all at the top, never passed on)
 }
 
 void split_cell_by_loss(const Mass& m, const Mass& own, long a, long b, double d, long upper_low,

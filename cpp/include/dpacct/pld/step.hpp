@@ -158,6 +158,11 @@ Mass log_interval(const Edge& a, const Edge& b);
 // intervals (logs): [p.lo - q.hi, p.hi - q.lo], rounded outward.
 Mass own_loss(const Mass& p, const Mass& q);
 
+// Throws std::runtime_error (an internal error) where any of a step's masses, tails or slack is NaN: every composer
+// checks its inputs, since a NaN carried into the entries makes every comparison false and a query's answer
+// arbitrary.
+void require_no_nan(const StepPmf& step);
+
 // The certified lower end of the fraction of a cell's P-mass that the connect-the-dots split
 // puts at its lower loss a, for losses in [a, a + span] and the cell's own loss log(P / Q) in
 // `own`: (e^{a - own} - e^{-span}) / (1 - e^{-span}) = expm1(span - (own - a)) / expm1(span),
