@@ -2421,7 +2421,17 @@ class PLDAccountant(Accountant):
         aim = guide.value
         discretization = self._grid(groups, direction, self._allowed(aim, irrelevant_below), aim)
         refinement, reaims, slope = 0, 0, guide.slope
-        thorough = just_split = False
+        # At strict accuracies the FFT power's round-off, charged to both bounds, limits the gap about as often as the
+        # grid does: every grid then sums its live frequencies directly in extended precision (thorough), where that
+        # fits the budget (sigma=0.4, q=1e-5, T=1e5, delta=1e-6 at 5e-5: the lower bound stayed at 2.99794 on
+        # plain grids from 1e-4 to 1.5e-5, which took 0.50 s to find out; thorough, the second grid meets the
+        # target, 0.21 s. sigma=0.3, q=1e-5, T=1e5 at 1e-5: one grid of 2^20 points instead of two, 0.47 -> 0.31 s;
+        # the bench grid's queries at 1e-4 to 5e-4 keep their intervals and times). (Not at the default accuracy,
+        # where a stalled grid is rarely round-off's: sigma=1.19, q=5.7e-8, T=4.8e7, delta=4.5e-14, the add
+        # direction, a thorough grid cost 0.5 s for nothing; nor inside a delta query's search, whose grids only
+        # aim it: delta(2) at sigma=0.8, q=1e-4, T=1e4 took 0.93 s instead of 0.15 s.)
+        thorough = self._relative_accuracy < _THOROUGH_BELOW and self._probe is None
+        just_split = False
         deep: float | None = None  # an estimate of epsilon once the window's cut is deepened (see below) ...
         tilt_cap: float | None = None  # ... and the saddle point's tilt there
         if irrelevant_below > 0.0 and self._discretization is None and self._probe is None:
@@ -2504,18 +2514,7 @@ class PLDAccountant(Accountant):
                     if cut < _WINDOW_TAIL - 1.0 or saddle < 0.9 * taken:
                         deep, tilt_cap = estimate, saddle
                         continue
-                # (Not once the split composition has run: its interval, not round-off, makes the grids look stalled.)
-                if thorough or just_split or self._relative_accuracy >= _THOROUGH_BELOW or self._probe is not None:
-                    break
-                # ... or, at strict accuracies, the FFT power's round-off does (charged to both bounds): one
-                # more refinement, with more of its live frequencies summed directly (sigma=0.4, q=1e-5, T=1e5,
-                # delta=1e-6 at a relative accuracy of 5e-5: the lower bound stayed at 2.99794 on grids from
-                # 6e-5 to 1.5e-5, and thorough on 3e-5 gives [2.998034, 2.998069], in about 1.3 times that
-                # grid's time). (At the default accuracy a stalled grid is rarely round-off's: sigma=1.19,
-                # q=5.7e-8, T=4.8e7, delta=4.5e-14, the add direction, a thorough grid cost 0.5 s for nothing;
-                # nor inside a delta query's search, whose grids only aim it: delta(2) at sigma=0.8, q=1e-4,
-                # T=1e4 took 0.93 s instead of 0.15 s.)
-                thorough = True
+                break
             finer = _refine(discretization, gap, target)
             if size * discretization / finer > effort:  # the next grid would not fit the effort cap
                 break
@@ -2682,7 +2681,7 @@ _SPLIT_BEFORE_POINTS = 2**20  # an epsilon query's split composition goes before
 _SPLIT_BEFORE_HITS = 10.0  # ... where at most this many hits are expected in all (T q)
 _SPLIT_BEFORE_WHOLE = 2**22  # ... and, for the whole interval (the first direction), before a grid of this many
 _SPLIT_BEFORE_MANY_HITS = 400.0  # ... and its last pass (many hits at a small rate) where at most this many
-_THOROUGH_BELOW = 1e-3  # epsilon queries whose grids stall get a thorough refinement below this relative accuracy
+_THOROUGH_BELOW = 1e-3  # epsilon queries below this relative accuracy sum their grids' live frequencies directly (thorough)
 _LAST_TRY_SIZE = 2**20  # the split composition's last pass at a width of the allowed error
 _ONE_RARE_CHARGE = 0.1  # the terms with two or more rare steps may cost this share of the target's delta
 _ONE_RARE_CELLS = 2.0  # band cells per allowed epsilon error (epsilon queries, delta at epsilon = 0)

@@ -95,19 +95,54 @@ std::complex<long double> twiddle_ld(unsigned long long m, unsigned long long n)
   return {std::cos(angle), -std::sin(angle)};
 }
 
+// exp(-2 pi i m / N) for any integer m, as the product of two entries of Workspace's tables (the low bits of m mod N
+// and the high ones: about 2 sqrt(N) entries in all, built once per N from twiddle_ld): a complex product of two
+// twiddles, each within a few u', instead of a cosl and a sinl (which had been most of a direct sum's cost).
+class TwiddleTable {
+ public:
+  // (n = 0: no table, for a sequence without live frequencies; never called then.)
+  TwiddleTable(Workspace& ws, std::size_t n) : ws_(ws) {
+    if (n == 0) return;
+    if (ws.twiddle_size != n) {
+      unsigned bits = 0;
+      while ((std::size_t{1} << bits) < n) ++bits;
+      ws.twiddle_shift = bits / 2;
+      const std::size_t low = std::size_t{1} << ws.twiddle_shift, high = n >> ws.twiddle_shift;
+      ws.twiddle_low.resize(low);
+      ws.twiddle_high.resize(high);
+      for (std::size_t m = 0; m < low; ++m) ws.twiddle_low[m] = twiddle_ld(m, n);
+      for (std::size_t m = 0; m < high; ++m) ws.twiddle_high[m] = twiddle_ld(static_cast<unsigned long long>(m) << ws.twiddle_shift, n);
+      ws.twiddle_size = n;
+    }
+    mask_ = n - 1;
+    low_mask_ = (std::size_t{1} << ws.twiddle_shift) - 1;
+  }
+  std::complex<long double> operator()(unsigned long long m) const {
+    const std::size_t r = static_cast<std::size_t>(m) & mask_;
+    const std::complex<long double>& a = ws_.twiddle_low[r & low_mask_];
+    const std::complex<long double>& b = ws_.twiddle_high[r >> ws_.twiddle_shift];
+    return {a.real() * b.real() - a.imag() * b.imag(), a.real() * b.imag() + a.imag() * b.real()};
+  }
+
+ private:
+  const Workspace& ws_;
+  std::size_t mask_ = 0, low_mask_ = 0;
+};
+
 // sum_j p_j exp(-2 pi i (low + j) k / N) over the `len` entries at p, directly, in long
-// double: the terms' twiddles are products of two direct ones (j = 64 a + b), so each errs by
-// a few u' whatever j; the sum is taken per block of 64 terms, then over the blocks, so its
+// double: the terms' twiddles are products of two (j = 64 a + b), each from the tables, so each errs by
+// a few tens of u' whatever j; the sum is taken per block of 64 terms, then over the blocks, so its
 // rounding grows as 64 + len / 64, not as len (see kDirectTerms).
-std::complex<long double> direct_frequency(const double* p, std::size_t len, long low, std::size_t k, std::size_t n) {
+std::complex<long double> direct_frequency(const double* p, std::size_t len, long low, std::size_t k, std::size_t n,
+                                           const TwiddleTable& twiddle) {
   constexpr std::size_t kBlock = 64;
   const auto nn = static_cast<unsigned long long>(n);
   const auto kk = static_cast<unsigned long long>(k);
   std::complex<long double> small[kBlock];
-  for (std::size_t b = 0; b < kBlock; ++b) small[b] = twiddle_ld(kk * b % nn, nn);
+  for (std::size_t b = 0; b < kBlock; ++b) small[b] = twiddle(kk * b % nn);
   long double sr = 0.0L, si = 0.0L;
   for (std::size_t a = 0; a * kBlock < len; ++a) {
-    const std::complex<long double> big = twiddle_ld(kk * (static_cast<unsigned long long>(a * kBlock) % nn) % nn, nn);
+    const std::complex<long double> big = twiddle(kk * (static_cast<unsigned long long>(a * kBlock) % nn) % nn);
     const std::size_t end = std::min(len, (a + 1) * kBlock);
     long double br = 0.0L, bi = 0.0L;
     for (std::size_t j = a * kBlock; j < end; ++j) {
@@ -123,15 +158,19 @@ std::complex<long double> direct_frequency(const double* p, std::size_t len, lon
   }
   long r = low % static_cast<long>(n);
   if (r < 0) r += static_cast<long>(n);
-  const std::complex<long double> phase = twiddle_ld(static_cast<unsigned long long>(r) * kk % nn, nn);
+  const std::complex<long double> phase = twiddle(static_cast<unsigned long long>(r) * kk % nn);
   return {sr * phase.real() - si * phase.imag(), sr * phase.imag() + si * phase.real()};
 }
 
 // The error of direct_frequency over `len` terms of total mass m is taken as
 // 4 u' (len / 64 + 1 + kDirectTerms) m (kUnitLd = 2 u'), and 1 % more: the blocked sums
-// (63 + len / 64 roundings per term), the twiddle products and the phase (a few u' each),
-// with room to spare.
+// (63 + len / 64 roundings per term, real and imaginary parts: sqrt(2) (63 + len / 64) u' of the modulus), each
+// term's twiddle and the phase (a table entry errs by at most 4 pi u' from its angle's rounding and 2 u' from cosl
+// and sinl; the products of two entries, of small and big, and with the phase add 2 u' each: at most ~100 u' in
+// all), with room to spare (772 u' against ~190 u').
 constexpr double kDirectTerms = 192.0;
+// A live frequency's twiddle products beside its bulk's terms (64 small ones, one per block, the phase).
+constexpr std::size_t kPerFrequency = 80;
 double direct_error(std::size_t len, double mass) {
   return static_cast<double>(2.0L * kUnitLd * (static_cast<long double>(len / 64 + 1) + kDirectTerms) *
                              static_cast<long double>(mass) * 1.01L);
@@ -445,13 +484,15 @@ void power_window(const std::vector<const Tilted*>& seqs, const std::vector<doub
     static const bool extended = kExtended && extended_rounding();
     if (extended && count > 1.0) {
       const std::size_t terms = direct_budget(size, ws.thorough);
-      const std::size_t most = terms / (static_cast<std::size_t>(kDirectTerms) + 128);
+      // Each live frequency costs its bulk's terms and about kPerFrequency twiddle products (its 64 small twiddles,
+      // one per block of 64 terms, the phase); at least 64 terms each.
+      const std::size_t most = terms / (kPerFrequency + 64);
       for (std::size_t k = 0; k < total.size() && live.size() <= most; ++k) {
         if (!dead[k] && count * std::log(magnitude_up(spectrum[k]) + e) > kLive) live.push_back(k);
       }
       const std::size_t budget = live.empty() || live.size() > most ? 0 : terms / live.size();
-      if (budget > 128) bulk_len = std::min(t.p.size(), budget - 128);
-      if (budget > 128 && bulk_len >= std::min<std::size_t>(t.p.size(), 64)) {
+      if (budget > kPerFrequency) bulk_len = std::min(t.p.size(), budget - kPerFrequency);
+      if (budget > kPerFrequency && bulk_len >= std::min<std::size_t>(t.p.size(), 64)) {
         partial = bulk_len < t.p.size();
         bulk_lo = heaviest_window(t.p, bulk_len);
         // Masses of the bulk and the rest, summed apart (non-negative terms: relative error <= n u).
@@ -468,6 +509,7 @@ void power_window(const std::vector<const Tilted*>& seqs, const std::vector<doub
         e_live = e;
       }
     }
+    const TwiddleTable twiddle(ws, live.empty() ? 0 : size);
     if (stats != nullptr) {
       stats->direct += live.size();
       stats->bulk_split = stats->bulk_split || partial;
@@ -494,7 +536,7 @@ void power_window(const std::vector<const Tilted*>& seqs, const std::vector<doub
       if (next_live < live.size() && live[next_live] == k) {
         ++next_live;
         std::complex<long double> zd =
-            direct_frequency(t.p.data() + bulk_lo, bulk_len, t.low + static_cast<long>(bulk_lo), k, size);
+            direct_frequency(t.p.data() + bulk_lo, bulk_len, t.low + static_cast<long>(bulk_lo), k, size, twiddle);
         if (partial) zd += std::complex<long double>(rest[k].real(), rest[k].imag());
         const std::complex<long double> zt = integer_power_ld(zd, count);
         const std::complex<double> z{static_cast<double>(zt.real()), static_cast<double>(zt.imag())};

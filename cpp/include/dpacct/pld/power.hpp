@@ -54,6 +54,10 @@ struct Workspace {
   std::vector<unsigned char> dead;
   std::vector<std::size_t> live;
   bool thorough = false;  // a larger budget of direct sums for the live frequencies (see below)
+  // Twiddles exp(-2 pi i m / N) in long double for the direct sums, by the low and the high bits of m (power.cpp).
+  std::vector<std::complex<long double>> twiddle_low, twiddle_high;
+  std::size_t twiddle_size = 0;
+  unsigned twiddle_shift = 0;
 };
 
 // Composes the sequences, seqs[g] count[g] times each, on the lattice window
@@ -82,12 +86,12 @@ struct Workspace {
 // of large masses, such as delta(0)), they
 // are recomputed as direct sums in extended precision (x87 long double, unit round-off
 // u' = 2^-64; skipped where long double has no more digits than double, or the FPU does not
-// round to them), with twiddles exp(-2 pi i m / N) from cosl/sinl of an integer m: each
-// errs by at most (n + 128) 2u' times the sequence's mass (n terms), and their powers
+// round to them), with twiddles exp(-2 pi i m / N) from two tables of cosl/sinl (by the low and the high bits of
+// m): each errs by at most 4 u' (n / 64 + 193) times the sequence's mass (n terms), and their powers
 // (repeated squaring in long double) by 16 u' (T + log2 T + 2) plus 24 u for the return to
 // double and the product over the groups.
 //
-// BULK AND REST. Where a sequence is longer than that budget / live - 128 entries (one step's long
+// BULK AND REST. Where a sequence is longer than that budget / live - 80 entries (one step's long
 // tail of rare losses beside a spike of common ones, at tiny q), its heaviest window of that
 // many entries is summed directly and the rest enters through its own transform, whose error
 // is e times the rest's mass: the error of a live frequency is then
