@@ -104,6 +104,7 @@ class TwiddleTable {
   TwiddleTable(Workspace& ws, std::size_t n) : ws_(ws) {
     if (n == 0) return;
     if (ws.twiddle_size != n) {
+      ws.twiddle_size = 0;  // (until both tables are built: a failed resize leaves no stale size behind)
       unsigned bits = 0;
       while ((std::size_t{1} << bits) < n) ++bits;
       ws.twiddle_shift = bits / 2;
@@ -164,10 +165,10 @@ std::complex<long double> direct_frequency(const double* p, std::size_t len, lon
 
 // The error of direct_frequency over `len` terms of total mass m is taken as
 // 4 u' (len / 64 + 1 + kDirectTerms) m (kUnitLd = 2 u'), and 1 % more: the blocked sums
-// (63 + len / 64 roundings per term, real and imaginary parts: sqrt(2) (63 + len / 64) u' of the modulus), each
-// term's twiddle and the phase (a table entry errs by at most 4 pi u' from its angle's rounding and 2 u' from cosl
-// and sinl; the products of two entries, of small and big, and with the phase add 2 u' each: at most ~100 u' in
-// all), with room to spare (772 u' against ~190 u').
+// (64 + len / 64 roundings per term in each of the real and imaginary parts: by Minkowski as much of the modulus),
+// each term's twiddle and the phase (a table entry errs by at most 8 u' from its angle's rounding and 2 sqrt(2) u'
+// from cosl and sinl; a product of two entries is within 33 u', small times big within 69 u', the phase 36 u'),
+// with room to spare (772 u' + len / 16 u' charged against about 170 u' + len / 64 u').
 constexpr double kDirectTerms = 192.0;
 // A live frequency's twiddle products beside its bulk's terms (64 small ones, one per block, the phase).
 constexpr std::size_t kPerFrequency = 80;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 #include "dpacct/logmath.hpp"
@@ -151,8 +152,10 @@ bool normal_cell_mass(double xa, double xb, double mean, double sigma, Mass* out
 
 double log_add_directed(double a, double b, int side) {
   if (a == kNegInf || b == kNegInf) return a == kNegInf ? b : a;
+  if (a == kInf || b == kInf) return kInf;  // (log_add(inf, inf) and inf - inf would be NaNs)
   const double sum = log_add(a, b);
-  if (!std::isfinite(sum)) return sum;  // (+inf stays +inf: inf - inf would be a NaN)
+  if (std::isnan(sum)) return sum;
+  if (std::isinf(sum)) return side > 0 ? sum : std::numeric_limits<double>::max();  // (finite terms near DBL_MAX)
   const double correction = kUnit * (2.0 + 0.5 * std::fabs(sum)) * (1.0 + 1e-6);
   return std::nextafter(sum + side * correction, side * kInf);
 }
@@ -160,7 +163,10 @@ double log_add_directed(double a, double b, int side) {
 double add_log_directed(double a, double b, int side) {
   if (a == kNegInf || b == kNegInf) return kNegInf;
   const double sum = a + b;
-  if (!std::isfinite(sum)) return sum;  // (an infinite or NaN sum as it is: inf - inf would be a NaN)
+  if (std::isinf(a) || std::isinf(b) || std::isnan(sum)) return sum;  // (inf - inf would be a NaN)
+  // Finite terms whose sum overflows: the largest finite value on the side asked for, never an infinity against it.
+  if (std::isinf(sum)) return side > 0 ? (sum > 0.0 ? sum : -std::numeric_limits<double>::max())
+                                       : (sum < 0.0 ? sum : std::numeric_limits<double>::max());
   const double correction = kUnit * (0.5 * std::fabs(sum) + std::fabs(b)) * (1.0 + 1e-6);
   return std::nextafter(sum + side * correction, side * kInf);
 }
@@ -188,6 +194,7 @@ void require_no_nan(const StepPmf& step) {
     return std::any_of(v.begin(), v.end(), [](double x) { return std::isnan(x); });
   };
   if (any_nan(step.log_upper) || any_nan(step.log_p) || any_nan(step.log_q) || any_nan(step.log_q_mid) ||
+      any_nan(step.own_mid) || any_nan(step.mid_weights) || std::isnan(step.mid_error) || std::isnan(step.own_error) ||
       std::isnan(step.infinity_upper) || std::isnan(step.infinity_lower) || std::isnan(step.loss_slack)) {
     throw std::runtime_error("internal error in dpacct's PLD composer: a step's masses hold a NaN (please report)");
   }
@@ -195,6 +202,8 @@ void require_no_nan(const StepPmf& step) {
 
 // Spans beyond which spread_fraction's expm1(span) would come near overflow (709.78).
 constexpr double kWideSpan = 512.0;
+// Fractions below this are taken as 0 (all the mass at the top): the relative charges hold for normal numbers only.
+constexpr double kTinyFraction = 0x1p-1000;
 
 double spread_fraction(const Mass& own, double a, double span) {
   if (!(span > 0.0) || !(own.hi < kInf)) return 0.0;  // (no spread, or no Q-mass: all at the top)
@@ -218,7 +227,7 @@ double spread_fraction(const Mass& own, double a, double span) {
     // the product and the division round once each, charged 12 kUnit.
     const double t_high = std::nextafter(span - s_low, kInf);
     const double wide = std::exp(-t_high) * -std::expm1(-s_low) / -std::expm1(-span) * (1.0 - 12.0 * kUnit);
-    return wide >= 0.0 ? std::min(wide, 1.0) : 0.0;
+    return wide >= kTinyFraction ? std::min(wide, 1.0) : 0.0;
   }
   // A step's cells mostly share one span (the grid width): the last expm1(span) is kept per thread.
   thread_local double last_span = -1.0, expm1_span = 0.0;
@@ -227,7 +236,9 @@ double spread_fraction(const Mass& own, double a, double span) {
     last_span = span;
   }
   const double fraction = std::expm1(s_low) / expm1_span * (1.0 - 6.0 * kUnit);
-  return fraction >= 0.0 ? std::min(fraction, 1.0) : 0.0;  // (a NaN would be all at the top, never passed on)
+  // (A NaN is all at the top, never passed on; so is a fraction below 2^-1000, whose relative charges above would not
+  // cover its rounding among subnormals.)
+  return fraction >= kTinyFraction ? std::min(fraction, 1.0) : 0.0;
 }
 
 void split_cell_by_loss(const Mass& m, const Mass& own, long a, long b, double d, long upper_low,
