@@ -2685,7 +2685,7 @@ _SPLIT_BEFORE_POINTS = 2**20  # an epsilon query's split composition goes before
 _SPLIT_BEFORE_HITS = 10.0  # ... where at most this many hits are expected in all (T q)
 _SPLIT_BEFORE_WHOLE = 2**22  # ... and, for the whole interval (the first direction), before a grid of this many
 _SPLIT_BEFORE_MANY_HITS = 400.0  # ... and its last pass (many hits at a small rate) where at most this many
-_THOROUGH_BELOW = 1e-3  # epsilon queries below this relative accuracy sum their grids' live frequencies directly (thorough)
+_THOROUGH_BELOW = 1e-3  # epsilon queries below this relative accuracy sum live frequencies directly (thorough)
 _LAST_TRY_SIZE = 2**20  # the split composition's last pass at a width of the allowed error
 _ONE_RARE_CHARGE = 0.1  # the terms with two or more rare steps may cost this share of the target's delta
 _ONE_RARE_CELLS = 2.0  # band cells per allowed epsilon error (epsilon queries, delta at epsilon = 0)

@@ -138,7 +138,7 @@ OneRareComposedPld::OneRareComposedPld(const OneRareStep& step, double count, do
   for (const std::vector<double>* v : {&rare.loss, &rare.log_upper, &rare.label, &rare.log_p, &rare.log_q}) {
     if (std::any_of(v->begin(), v->end(), [](double x) { return std::isnan(x); }) || std::isnan(rare.infinity_upper) ||
         std::isnan(rare.log_mass_upper) || std::isnan(rare.loss_slack)) {
-      throw std::runtime_error("internal error in dpacct's PLD composer: a rare cell's mass holds a NaN (please report)");
+      throw std::runtime_error("internal error in dpacct's PLD composer: a rare cell holds a NaN (please report)");
     }
   }
   d_ = band.discretization;

@@ -112,7 +112,9 @@ class TwiddleTable {
       ws.twiddle_low.resize(low);
       ws.twiddle_high.resize(high);
       for (std::size_t m = 0; m < low; ++m) ws.twiddle_low[m] = twiddle_ld(m, n);
-      for (std::size_t m = 0; m < high; ++m) ws.twiddle_high[m] = twiddle_ld(static_cast<unsigned long long>(m) << ws.twiddle_shift, n);
+      for (std::size_t m = 0; m < high; ++m) {
+        ws.twiddle_high[m] = twiddle_ld(static_cast<unsigned long long>(m) << ws.twiddle_shift, n);
+      }
       ws.twiddle_size = n;
     }
     mask_ = n - 1;
@@ -486,14 +488,18 @@ void power_window(const std::vector<const Tilted*>& seqs, const std::vector<doub
     if (extended && count > 1.0) {
       const std::size_t terms = direct_budget(size, ws.thorough);
       // Each live frequency costs its bulk's terms and about kPerFrequency twiddle products (its 64 small twiddles,
-      // one per block of 64 terms, the phase); at least 64 terms each.
-      const std::size_t most = terms / (kPerFrequency + 64);
+      // one per block of 64 terms, the phase). Thorough, at least 64 terms each. Plain grids keep the older rule (128
+      // for the overhead and at least 192 terms): the sums also cost the rest's own transform where the bulk is
+      // partial, and admitting more frequencies there made the bench grid's sigma=1.1, q=0.00427, T=1e5 14 % slower
+      // for a lower bound 1e-7 higher.
+      const std::size_t overhead = ws.thorough ? kPerFrequency : 128;
+      const std::size_t most = terms / (overhead + (ws.thorough ? 64 : 192));
       for (std::size_t k = 0; k < total.size() && live.size() <= most; ++k) {
         if (!dead[k] && count * std::log(magnitude_up(spectrum[k]) + e) > kLive) live.push_back(k);
       }
       const std::size_t budget = live.empty() || live.size() > most ? 0 : terms / live.size();
-      if (budget > kPerFrequency) bulk_len = std::min(t.p.size(), budget - kPerFrequency);
-      if (budget > kPerFrequency && bulk_len >= std::min<std::size_t>(t.p.size(), 64)) {
+      if (budget > overhead) bulk_len = std::min(t.p.size(), budget - overhead);
+      if (budget > overhead && bulk_len >= std::min<std::size_t>(t.p.size(), 64)) {
         partial = bulk_len < t.p.size();
         bulk_lo = heaviest_window(t.p, bulk_len);
         // Masses of the bulk and the rest, summed apart (non-negative terms: relative error <= n u).
