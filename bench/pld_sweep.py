@@ -14,8 +14,8 @@ epsilon interval (the "matching epsilon" of issue 10 item 2), judged by its rela
 Two soundness checks run on every query, against code the interval does not use:
 the lower bound may not exceed RDP's epsilon (an upper bound, Mironov 2017, arXiv:1702.07476),
 and the certified lower bound on delta at the upper epsilon may not exceed delta.
-With ``--halves`` (epsilon queries) a third: the upper bound may not fall below the lower bound of the same
-query with half the steps (epsilon grows with T). It catches an upper bound that is far too small, which the
+With ``--halves`` a third: the upper bound may not fall below the lower bound of the same query with half the
+steps (epsilon and delta grow with T). It catches an upper bound that is far too small, which the
 other two cannot: sigma=0.034, q=0.365, T=1.6e7, delta=2.7e-15 once gave [7.27e6, 7.27e6] against a lower bound
 of 1.2e9 at T=8e6. (Each query is then answered twice; the timings are those of the first.)
 """
@@ -78,6 +78,12 @@ def main() -> None:
             cpu = time.process_time() - start
             width = (d_upper - d_lower) / d_upper if d_upper > 0.0 else 0.0
             misses = ["UNSOUND: delta lower bound at the upper epsilon > delta"] if d_lower > delta * (1.0 + 1e-6) else []
+            if args.halves and steps >= 2:
+                clear_cache()
+                half = PLDAccountant().step(noise_multiplier=sigma, sampling_probability=q, count=steps // 2)
+                half_lower = float(half.delta_bounds(upper).lower)
+                if d_upper < half_lower * (1.0 - 1e-9):
+                    misses.append(f"UNSOUND: delta upper < {half_lower:.6g}, the lower bound at T/2")
             row = f"| {sigma:.3g} | {q:.3g} | {steps} | eps={upper:.6g} | {d_lower:.6g} | {d_upper:.6g} "
         else:
             delta_lower = float(acct.delta_bounds(upper).lower) if math.isfinite(upper) else 0.0
