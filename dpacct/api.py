@@ -81,6 +81,8 @@ class AccountingLimitError(ValueError):
 def explain_failure(error: BaseException) -> str:
     """An accountant's internal failure in words a user can act on (never the C++ message itself)."""
     text = str(error)
+    if "internal error" in text:  # (the C++ core's own consistency checks, e.g. a NaN mass: a bug, never an answer)
+        return "an internal consistency check failed (a bug in dpacct: please report it with the parameters)"
     if isinstance(error, MemoryError) or any(s in text for s in ("too fine", "loss cells", "max_size", "memory")):
         return "its grid would need too much memory (very small noise or a very long run)"
     if any(s in text for s in ("non-finite", "Chernoff", "overflow")):

@@ -90,6 +90,15 @@ def test_internal_failures_read_as_advice() -> None:
     assert isinstance(info.value, ValueError)
 
 
+def test_internal_consistency_failures_ask_for_a_report() -> None:
+    """The C++ core's own checks (a NaN mass reaching a composer, 9cd0e68) stop with an internal error, which the
+    one-call API words as a bug to report, not as a numerical limit of the run."""
+    error = RuntimeError("internal error in dpacct's PLD composer: a step's masses hold a NaN (please report)")
+    assert "please report" in dpacct.api.explain_failure(error)
+    assert "numerical limit" not in dpacct.api.explain_failure(error)
+    assert "numerical limit" in dpacct.api.explain_failure(RuntimeError("something else"))
+
+
 def test_truncated_poisson_sampler_in_the_one_call_api() -> None:
     """sampler='truncated_poisson': a cap no batch reaches is Poisson exactly; a binding cap costs epsilon."""
     run = {"epochs": 2, "batch_size": 50, "dataset_size": 2_000, "delta": 1e-5, "accountant": "pld"}
