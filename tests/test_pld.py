@@ -484,6 +484,21 @@ def test_round_off_limited_grids_go_thorough() -> None:
     assert float(coarse.lower) <= upper and lower <= float(coarse.upper)
 
 
+
+def test_few_hits_at_small_sigma_start_delta_grids_coarse_and_thorough() -> None:
+    """sigma=0.304, q=1.18e-7, T=3.37e7 (about 4 hits), delta at epsilon 11.49 (~1.72e-11, a draw of the delta
+    sweep): the error model asked for cells of 1.45e-5, a plain grid of 2^22 points, 0.05 % wide where 0.5 % was
+    asked (1.9 s). The first grid is now 4x coarser and thorough: at most 2^20 points, and the target is met. Both
+    intervals are certified, so the new one must meet the 2^22-point grid's [1.71923e-11, 1.72015e-11]."""
+    acct = PLDAccountant().step(noise_multiplier=0.3042963531466308, sampling_probability=1.1797234613671157e-07,
+                                count=33_730_142)
+    lower, upper = acct.delta_bounds(11.492452181106348)
+    assert upper - lower <= 0.005 * upper  # measured 0.13 %
+    assert lower <= 1.72015e-11 and 1.71923e-11 <= upper
+    grids = [key for key in acct._composed_cache if key[0] == "remove"]
+    assert grids and all(key[6] for key in grids)  # (key[6]: thorough)
+    assert max(acct._composed_cache[key].size for key in grids) <= 2**20
+
 def test_clear_cache_forgets_steps_and_keeps_answers() -> None:
     """dpacct.pld.clear_cache() (for benchmarks: cold queries) changes no answer."""
     first = PLDAccountant().step(noise_multiplier=1.0, sampling_probability=0.01, count=100).epsilon_bounds(1e-5)
