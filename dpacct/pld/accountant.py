@@ -1969,7 +1969,7 @@ class PLDAccountant(Accountant):
             for spec, c in groups
         )
         if tiny:
-            discretization *= 4.0
+            discretization = 4.0 * discretization if cap is None else min(4.0 * discretization, max(cap, discretization))
         # (Started from the known interval: sigma=0.578, q=1.98e-8, T=8.5e6, delta(0.00689) ~ 1.28e-12 had
         # [1.2775e-12, 1.2862e-12] from the composition with one rare step, and the epsilon search aimed at
         # a tenth of the split composition's upper bound, 1.6e-13, instead: 14.7 s for nothing, 9.2 s aimed

@@ -91,7 +91,7 @@ struct Workspace {
 // (repeated squaring in long double) by 16 u' (T + log2 T + 2) plus 24 u for the return to
 // double and the product over the groups.
 //
-// BULK AND REST. Where a sequence is longer than that budget / live - 80 entries (one step's long
+// BULK AND REST. Where a sequence is longer than that budget / live - 80 entries (128 on plain grids; one step's long
 // tail of rare losses beside a spike of common ones, at tiny q), its heaviest window of that
 // many entries is summed directly and the rest enters through its own transform, whose error
 // is e times the rest's mass: the error of a live frequency is then
