@@ -484,7 +484,6 @@ def test_round_off_limited_grids_go_thorough() -> None:
     assert float(coarse.lower) <= upper and lower <= float(coarse.upper)
 
 
-
 def test_few_hits_at_small_sigma_start_delta_grids_coarse_and_thorough() -> None:
     """sigma=0.304, q=1.18e-7, T=3.37e7 (about 4 hits), delta at epsilon 11.49 (~1.72e-11, a draw of the delta
     sweep): the error model asked for cells of 1.45e-5, a plain grid of 2^22 points, 0.05 % wide where 0.5 % was
@@ -498,6 +497,7 @@ def test_few_hits_at_small_sigma_start_delta_grids_coarse_and_thorough() -> None
     grids = [key for key in acct._composed_cache if key[0] == "remove"]
     assert grids and all(key[6] for key in grids)  # (key[6]: thorough)
     assert max(acct._composed_cache[key].size for key in grids) <= 2**20
+
 
 def test_clear_cache_forgets_steps_and_keeps_answers() -> None:
     """dpacct.pld.clear_cache() (for benchmarks: cold queries) changes no answer."""
