@@ -253,6 +253,10 @@ class pld:
     @staticmethod
     def fft_error_bound(size: int) -> float: ...
     @staticmethod
+    def kept_memory() -> int: ...
+    @staticmethod
+    def release_memory() -> None: ...
+    @staticmethod
     def gaussian_cell(
         noise_multiplier: float, sampling_probability: float, direction: str, xa: float, xb: float
     ) -> tuple[

@@ -14,6 +14,7 @@
 #include <limits>
 #include <vector>
 
+#include "dpacct/cached.hpp"
 #include "dpacct/fft.hpp"
 #include "dpacct/logmath.hpp"
 #include "dpacct/pld/allocation.hpp"
@@ -85,7 +86,10 @@ std::vector<double> to_vector(const Array& a, const char* name) {
   return {a.data(), a.data() + a.size()};
 }
 
-Array to_array(const std::vector<double>& v) { return Array(static_cast<py::ssize_t>(v.size()), v.data()); }
+template <class Vector>
+Array to_array(const Vector& v) {
+  return Array(static_cast<py::ssize_t>(v.size()), v.data());
+}
 
 // Per-entry certified ends of a balls-in-bins lattice law.
 Array ends(const dpacct::pld::AllocationLaws::Law& law, bool high) {
@@ -449,6 +453,16 @@ void bind_pld(py::module_& m) {
       },
       "spectrum"_a, "Unnormalised inverse of rfft (test hook).");
   pld.def("fft_error_bound", &dpacct::fft::error_bound, "size"_a, "Relative 2-norm error bound of one FFT.");
+  pld.def(
+      "kept_memory", []() { return dpacct::cached_bytes() + dpacct::pld::pooled_workspace_bytes(); },
+      "Bytes of grid-sized blocks kept between queries (dpacct/cached.hpp, the pooled workspaces).");
+  pld.def(
+      "release_memory",
+      []() {
+        dpacct::pld::release_workspaces();  // first: their vectors return to the cache
+        dpacct::release_cached();
+      },
+      "Frees the grid-sized blocks kept between queries.");
   pld.def(
       "gaussian_cell",
       [](double noise_multiplier, double sampling_probability, const std::string& direction, double xa,

@@ -101,7 +101,7 @@ from dpacct.mechanisms import (
     TruncatedPoissonSampledGaussianMechanism,
 )
 
-__all__ = ["Bounds", "PLDAccountant", "clear_cache"]
+__all__ = ["Bounds", "PLDAccountant", "clear_cache", "kept_memory", "release_memory"]
 
 _DIRECTIONS = ("remove", "add")
 _LOG_TAIL = -80.0  # per step, P- and Q-mass beyond the clamp points of an unbounded loss is <= e^-80
@@ -481,10 +481,30 @@ def allocation_laws(noise_multiplier: float, steps: int) -> Any:
 
 
 def clear_cache() -> None:
-    """Forget the steps cached across accountants (coarse guides and composite parts; see benchmarks)."""
+    """Forget the steps cached across accountants (coarse guides and composite parts; see benchmarks).
+
+    The grid-sized blocks of memory the core keeps for the next query stay (see :func:`release_memory`).
+    """
     _coarse_step.cache_clear()
     _cached_step.cache_clear()
     allocation_laws.cache_clear()
+
+
+def kept_memory() -> int:
+    """Bytes of grid-sized memory the C++ core keeps between queries (see :func:`release_memory`)."""
+    return int(_core.pld.kept_memory())
+
+
+def release_memory() -> None:
+    """Free the grid-sized blocks of memory the C++ core keeps between queries.
+
+    A composition's vectors (its suffix sums, composed entries and FFT workspace) are handed to
+    the next query instead of back to the system: fresh pages are zero-filled by the kernel on
+    first touch, which had cost up to a quarter of a query's time. At most 64 MiB of vectors and
+    two workspaces of at most 32 MiB each are kept (larger ones are freed at once); this frees
+    them, e.g. after accounting in a long-running process. Results do not depend on it.
+    """
+    _core.pld.release_memory()
 
 
 @functools.lru_cache(maxsize=64)

@@ -229,7 +229,7 @@ class TailBound {
 // K = start + i) is worth entries[i] e^{log_scale - slope K}, within the relative rounding
 // `rounding`; the entries' round-off has 2-norm at most `error` (in the tilted scale).
 struct Composed {
-  std::vector<double> entries;
+  CachedVector<double> entries;
   long start = 0;
   double slope = 0.0;
   double log_scale = 0.0;
@@ -390,7 +390,8 @@ AllocationLaws allocation_laws(double noise_multiplier, long steps, double resol
       plan = own_plan.get();
     }
   }
-  Workspace ws;
+  PooledWorkspace pooled;
+  Workspace& ws = *pooled;
   // Each law is composed twice: untilted, and tilted by e^{slope K} (its mean near the window's top,
   // e^{slope J} at most e^25), so that the upper tail keeps its relative accuracy (the round-off of the untilted composition is
   // uniform, and in the tail it exceeds the masses). Entry by entry the better bound is kept.

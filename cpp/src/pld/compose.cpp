@@ -113,9 +113,10 @@ double suffix_relative_error(std::size_t n) {
   return 6.0 * kU * (b + static_cast<double>(n) / b + 4.0);
 }
 
-std::vector<double> suffix_sums(const std::vector<double>& c, double slope, double d) {
+template <class Vector>
+CachedVector<double> suffix_sums(const Vector& c, double slope, double d) {
   const std::size_t n = c.size();
-  std::vector<double> s(n, 0.0);
+  CachedVector<double> s(n, 0.0);
   const std::size_t block = suffix_block(n);
   const double r = std::exp(-slope * d);
   const double ratio = std::exp(-slope * d * static_cast<double>(block));  // R = r^B, from exp
@@ -134,10 +135,12 @@ std::vector<double> suffix_sums(const std::vector<double>& c, double slope, doub
   }
   return s;
 }
+template CachedVector<double> suffix_sums(const std::vector<double>& c, double slope, double d);
+template CachedVector<double> suffix_sums(const CachedVector<double>& c, double slope, double d);
 
-std::vector<double> excess_sums(const std::vector<double>& s2, double slope, double d) {
+CachedVector<double> excess_sums(const CachedVector<double>& s2, double slope, double d) {
   const std::size_t n = s2.size();
-  std::vector<double> s3(n, 0.0);
+  CachedVector<double> s3(n, 0.0);
   const double r = std::exp(-slope * d);
   const double g = -std::expm1(-d);
   for (std::size_t i = n - 1; i-- > 0;) s3[i] = r * (s3[i + 1] + g * s2[i + 1]);
@@ -331,12 +334,14 @@ ComposedPld::ComposedPld(const std::vector<std::pair<const StepPmf*, double>>& g
   const fft::RealPlan* cached = fft::cached_real_plan(plan_size);
   if (cached == nullptr) own_plan = std::make_unique<fft::RealPlan>(plan_size);
   const fft::RealPlan& plan = cached != nullptr ? *cached : *own_plan;
-  Workspace ws;
+  PooledWorkspace pooled;
+  Workspace& ws = *pooled;
   ws.thorough = thorough;
-  std::vector<double> cp, cq;
+  CachedVector<double>& cp = ws.labels_p;  // (the composed entries: only their sums are kept)
+  CachedVector<double>& cq = ws.labels_q;
   if (!pu.empty()) {
     window_start_ = static_cast<long>(std::floor(low_u / d + (log_tail_u_ == kNegInf ? 0.5 : 0.0)));
-    std::vector<double>& c = cp;  // reused for the P-labels below
+    CachedVector<double>& c = cp;  // reused for the P-labels below
     power_window(pu, counts, plan, window_start_, single_ ? size_ : 0, ws, c, &entry_error_u_, &stats_);
     // The steps' small entries err by absolute amounts: composed with sequences of total mass
     // ~1, their sum bounds the 1-norm (so the 2-norm) of the composed entries' error.
@@ -358,9 +363,9 @@ ComposedPld::ComposedPld(const std::vector<std::pair<const StepPmf*, double>>& g
     // One label set's P and Q sequences on the labels' window: composed entries (power.hpp's error
     // bounds, plus the steps' absolute rounding), then their tilted suffix sums.
     auto compose_labels = [&](const std::vector<const Tilted*>& seq_p, const std::vector<const Tilted*>& seq_q,
-                              double abs_p, double abs_q, double log_rounding, std::vector<double>& out_p,
-                              std::vector<double>& out_q, double* error_p, double* error_q, std::vector<double>* sum_p,
-                              std::vector<double>* sum_q) {
+                              double abs_p, double abs_q, double log_rounding, CachedVector<double>& out_p,
+                              CachedVector<double>& out_q, double* error_p, double* error_q, CachedVector<double>* sum_p,
+                              CachedVector<double>* sum_q) {
       const std::size_t single = single_ ? size_ : 0;
       power_window(seq_p, counts, plan, cells_start_, single, ws, out_p, error_p, &stats_);
       *error_p += abs_p * std::exp(log_rounding) * (1.0 + 1e-6);
@@ -543,7 +548,7 @@ long ComposedPld::crossing(double epsilon) const {
   const double rp = std::exp(-tilt_ * d), rq = std::exp(-(tilt_ + 1.0) * d);
   // P_K >= e^eps Q_K  <=>  log c^P_K - log c^Q_K >= eps + log_shift_q - log_shift_p - K D.
   const double offset = epsilon + log_shift_q_ - log_shift_p_;
-  auto entry = [&](const std::vector<double>& s, double r, long i) {
+  auto entry = [&](const CachedVector<double>& s, double r, long i) {
     return s[static_cast<std::size_t>(i)] - (i + 1 < n ? r * s[static_cast<std::size_t>(i + 1)] : 0.0);
   };
   auto p_wins = [&](long i) {
@@ -868,12 +873,12 @@ BlockWindow block_window(const std::vector<const Tilted*>& seqs, double count, d
 
 // `seq` composed `count` times on the window: the tilted entries and a bound on every
 // entry's round-off (power_window's per-entry bound, plus the steps' absolute rounding).
-std::vector<double> block_entries(const Tilted& seq, double count, const BlockWindow& w, Workspace& ws, double* error) {
+CachedVector<double> block_entries(const Tilted& seq, double count, const BlockWindow& w, Workspace& ws, double* error) {
   std::unique_ptr<fft::RealPlan> own_plan;
   const fft::RealPlan* cached = fft::cached_real_plan(w.size);
   if (cached == nullptr) own_plan = std::make_unique<fft::RealPlan>(w.size);
   const fft::RealPlan& plan = cached != nullptr ? *cached : *own_plan;
-  std::vector<double> c;
+  CachedVector<double> c;
   double norm_error = 0.0;
   *error = 0.0;
   power_window({&seq}, {count}, plan, w.start, 0, ws, c, &norm_error, nullptr, error);
@@ -905,7 +910,8 @@ StepPmf compose_block(const StepPmf& step, double count, double tilt, std::size_
   out.loss_slack = count * step.loss_slack * (1.0 + 4.0 * kU);
   out.infinity_upper = std::min(-std::expm1(count * std::log1p(-std::min(step.infinity_upper, 1.0))) * (1.0 + 16.0 * kU), 1.0);
   out.infinity_lower = std::max(-std::expm1(count * std::log1p(-std::min(step.infinity_lower, 1.0))) * (1.0 - 16.0 * kU), 0.0);
-  Workspace ws;
+  PooledWorkspace pooled;
+  Workspace& ws = *pooled;
   const double tail = std::exp(log_window_tail);
 
   // The tilts to compose at: the query's, and 0 where the block's window is wide against 1 / tilt
@@ -937,7 +943,7 @@ StepPmf compose_block(const StepPmf& step, double count, double tilt, std::size_
     const double top = static_cast<double>(w.start + static_cast<long>(w.size)) * d;
     for (std::size_t k = 0; k < tilts.size(); ++k) {
       double error = 0.0;
-      const std::vector<double> c = block_entries(u[k], count, w, ws, &error);
+      const CachedVector<double> c = block_entries(u[k], count, w, ws, &error);
       const double rounding = count * u[k].max_rounding;
       const double shift = count * u[k].log_norm;
       for (std::size_t i = 0; i < w.size; ++i) {
@@ -985,8 +991,8 @@ StepPmf compose_block(const StepPmf& step, double count, double tilt, std::size_
     out.log_q.assign(w.size, kInf);
     for (std::size_t k = 0; k < tilts.size(); ++k) {
       double error_p = 0.0, error_q = 0.0;
-      const std::vector<double> cp = block_entries(p[k], count, w, ws, &error_p);
-      const std::vector<double> cq = block_entries(q[k], count, w, ws, &error_q);
+      const CachedVector<double> cp = block_entries(p[k], count, w, ws, &error_p);
+      const CachedVector<double> cq = block_entries(q[k], count, w, ws, &error_q);
       const double rounding = count * std::max(p[k].max_rounding, q[k].max_rounding);
       const double shift_p = count * p[k].log_norm, shift_q = count * q[k].log_norm;
       for (std::size_t i = 0; i < w.size; ++i) {

@@ -209,7 +209,7 @@ OneRareComposedPld::OneRareComposedPld(const OneRareStep& step, double count, do
   suffix_w_.push_back(0.0);
   suffix_we_ = detail::suffix_sums(we, 0.0, 1.0);
   suffix_we_.push_back(0.0);
-  const std::vector<double> prefix_reversed = detail::suffix_sums(reversed, 0.0, 1.0);
+  const CachedVector<double> prefix_reversed = detail::suffix_sums(reversed, 0.0, 1.0);
   prefix_w_.assign(n + 1, 0.0);
   for (std::size_t i = 1; i <= n; ++i) prefix_w_[i] = prefix_reversed[n - i];
 

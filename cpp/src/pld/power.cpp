@@ -5,6 +5,8 @@
 #include <complex>
 #include <cstdlib>
 #include <limits>
+#include <memory>
+#include <mutex>
 #include <stdexcept>
 
 #include "dpacct/logmath.hpp"
@@ -180,7 +182,7 @@ double direct_error(std::size_t len, double mass) {
 }
 
 // The window of at most `width` consecutive entries of p with the largest sum (its first index).
-std::size_t heaviest_window(const std::vector<double>& p, std::size_t width) {
+std::size_t heaviest_window(const CachedVector<double>& p, std::size_t width) {
   if (width >= p.size()) return 0;
   double sum = 0.0;
   for (std::size_t j = 0; j < width; ++j) sum += p[j];
@@ -421,8 +423,67 @@ void full_support(const std::vector<const Tilted*>& seqs, const std::vector<doub
 }
 
 
+namespace {
+struct WorkspacePool {
+  std::mutex mutex;
+  std::vector<std::unique_ptr<Workspace>> kept;
+};
+WorkspacePool& workspace_pool() {
+  static WorkspacePool* const pool = new WorkspacePool();  // never destroyed: workspaces may return during exit
+  return *pool;
+}
+}  // namespace
+
+std::size_t workspace_bytes(const Workspace& ws) {
+  return sizeof(double) * (ws.buffer.capacity() + ws.circular.capacity() + ws.bound_s.capacity() +
+                           ws.bound_p.capacity() + ws.rho.capacity() + ws.labels_p.capacity() +
+                           ws.labels_q.capacity()) +
+         sizeof(std::complex<double>) * (ws.spectrum.capacity() + ws.total.capacity() + ws.rest.capacity()) +
+         ws.dead.capacity() + sizeof(std::size_t) * ws.live.capacity() +
+         sizeof(std::complex<long double>) * (ws.twiddle_low.capacity() + ws.twiddle_high.capacity());
+}
+
+void release_workspaces() noexcept {
+  WorkspacePool& pool = workspace_pool();
+  std::lock_guard<std::mutex> lock(pool.mutex);
+  pool.kept.clear();
+}
+
+std::size_t pooled_workspace_bytes() noexcept {
+  WorkspacePool& pool = workspace_pool();
+  std::lock_guard<std::mutex> lock(pool.mutex);
+  std::size_t bytes = 0;
+  for (const auto& ws : pool.kept) bytes += workspace_bytes(*ws);
+  return bytes;
+}
+
+PooledWorkspace::PooledWorkspace() {
+  WorkspacePool& pool = workspace_pool();
+  {
+    std::lock_guard<std::mutex> lock(pool.mutex);
+    if (!pool.kept.empty()) {
+      ws_ = std::move(pool.kept.back());
+      pool.kept.pop_back();
+    }
+  }
+  if (!ws_) ws_ = std::make_unique<Workspace>();
+  ws_->thorough = false;
+}
+
+PooledWorkspace::~PooledWorkspace() {
+  if (!ws_ || workspace_bytes(*ws_) > kPooledWorkspaceBytes) return;  // (freed by ws_)
+  WorkspacePool& pool = workspace_pool();
+  std::lock_guard<std::mutex> lock(pool.mutex);
+  if (pool.kept.size() < kPooledWorkspaces) {
+    try {
+      pool.kept.push_back(std::move(ws_));
+    } catch (...) {  // no room to note it: ws_ frees it
+    }
+  }
+}
+
 void power_window(const std::vector<const Tilted*>& seqs, const std::vector<double>& counts, const fft::RealPlan& plan,
-             long start, std::size_t single_size, Workspace& ws, std::vector<double>& out, double* error,
+             long start, std::size_t single_size, Workspace& ws, CachedVector<double>& out, double* error,
              PowerStats* stats, double* entry_error) {
   // Exact but for underflow: a tilted entry (or a suffix-sum term) below the double range
   // is lost, at most denorm_min each; under a strong tilt the scale e^{log_shift - tilt K D}

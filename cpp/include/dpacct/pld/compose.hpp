@@ -49,6 +49,7 @@
 #include <utility>
 #include <vector>
 
+#include "dpacct/cached.hpp"
 #include "dpacct/pld/concentration.hpp"
 #include "dpacct/pld/power.hpp"
 #include "dpacct/pld/step.hpp"
@@ -60,13 +61,15 @@ namespace detail {
 // suffix[i] = sum_{j >= i} c_j e^{-slope (j - i) d} of non-negative c_j, summed in two
 // levels (blocks of ~sqrt(n) entries) so that each is within suffix_relative_error(n) of exact,
 // relative: 6 u (B + n / B + 4) instead of one recursion's ~u n (compose.cpp shows the bound).
-std::vector<double> suffix_sums(const std::vector<double>& c, double slope, double d);
+// (Instantiated for std::vector<double> and CachedVector<double>.)
+template <class Vector>
+CachedVector<double> suffix_sums(const Vector& c, double slope, double d);
 double suffix_relative_error(std::size_t n);
 // excess[i] = sum_{j >= i} c_j e^{-slope (j - i) d} (1 - e^{-(j - i) d}) from the suffix sums s2 of the same c at
 // slope + 1, by the recursion excess[i] = r (excess[i + 1] + g s2[i + 1]) (r = e^{-slope d}, g = 1 - e^{-d}) of
 // non-negative terms: within excess_relative_error(n, error of s2) of exact, relative (each step rounds
 // ~5 times, r^j carries exp's ulp j times).
-std::vector<double> excess_sums(const std::vector<double>& s2, double slope, double d);
+CachedVector<double> excess_sums(const CachedVector<double>& s2, double slope, double d);
 double excess_relative_error(std::size_t n, double s2_error);
 // sqrt(sum_{j < n} w_j^2) bounded from above for w_j = e^{-slope j d} min(1, (j + 1) d), the weights with which the
 // entries at and above the first loss index k above epsilon count in delta (k d - eps <= d).
@@ -326,16 +329,16 @@ class ComposedPld {
   // Upper: untilted p_K = c_K exp(log_shift_u - tilt K D);
   // s1[i] = sum_{j >= i} c_j e^{-tilt (j - i) D}, s2 the same with tilt + 1.
   double log_shift_u_ = 0.0;
-  std::vector<double> s1_, s2_;
+  CachedVector<double> s1_, s2_;
   // s3[i] = sum_{j >= i} c_j e^{-tilt (j - i) D} (1 - e^{-(j - i) D}) (= s1 - s2 without the difference),
   // within excess_error_ (relative) of exact.
-  std::vector<double> s3_;
+  CachedVector<double> s3_;
   double excess_error_ = 0.0;
   double entry_error_u_ = 0.0;
   // Lower: P(K >= j) = e^{log_shift_p - tilt j D} sp[j] (+ P(some +inf)),
   // Q(K >= j) = e^{log_shift_q - (tilt + 1) j D} sq[j].
   double log_shift_p_ = 0.0, log_shift_q_ = 0.0;
-  std::vector<double> sp_, sq_;
+  CachedVector<double> sp_, sq_;
   double entry_error_p_ = 0.0, entry_error_q_ = 0.0;
   long reliable_low_ = 0, reliable_high_ = 0;
   double log_rounding_ = 0.0;     // relative rounding of the tilted entries, composed (log factor)
@@ -355,7 +358,7 @@ class ComposedPld {
   // P~, Q~ to upper bounds on the true P(A) and Q(A), and TV <= delta_u(0).
   bool shared_ = false;
   // ... and their composed sequences, as sp_ and sq_ with their own terms.
-  std::vector<double> sp2_, sq2_;
+  CachedVector<double> sp2_, sq2_;
   double log_shift_p2_ = 0.0, log_shift_q2_ = 0.0, log_rounding2_ = 0.0;
   double entry_error_p2_ = 0.0, entry_error_q2_ = 0.0, err_p2_ = 0.0, err_q2_ = 0.0;
   double factor_p2_ = 1.0, factor_q2_ = 1.0, factor_p2_up_ = 1.0;

@@ -103,9 +103,11 @@ class OneRareComposedPld {
   std::unique_ptr<ComposedPld> g_tilted_, g_flat_;
   double d_ = 0.0;
   // Upper atoms, sorted by loss: weights w (linear), prefix sums of w, suffix sums of w and of w e^{-l}.
-  std::vector<double> loss_u_, w_u_, prefix_w_, suffix_w_, suffix_we_;
+  std::vector<double> loss_u_, w_u_, prefix_w_;
+  CachedVector<double> suffix_w_, suffix_we_;
   // Lower atoms, sorted by label: P-mass (low), Q-mass (high).
-  std::vector<double> label_l_, p_l_, q_l_, suffix_p_, suffix_q_;
+  std::vector<double> label_l_, p_l_, q_l_;
+  CachedVector<double> suffix_p_, suffix_q_;
   double g_high_ = 0.0, g_low_ = 0.0;        // the union of G's upper windows
   double cells_high_ = 0.0, cells_low_ = 0.0;  // the union of G's label ranges
   double charged_ = 0.0;

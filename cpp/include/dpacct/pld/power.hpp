@@ -9,8 +9,10 @@
 
 #include <complex>
 #include <cstddef>
+#include <memory>
 #include <vector>
 
+#include "dpacct/cached.hpp"
 #include "dpacct/fft.hpp"
 
 namespace dpacct::pld {
@@ -18,7 +20,7 @@ namespace dpacct::pld {
 // One tilted, normalised step sequence: p[j] at grid index low + j.
 struct Tilted {
   long low = 0;
-  std::vector<double> p;
+  CachedVector<double> p;
   double log_norm = 0.0;      // log of the normaliser (untilted mass = p e^{log_norm - slope K D})
   double l2 = 0.0;            // ||p||_2
   double max_rounding = 0.0;  // relative rounding of the entries at >= e^-50 of the total
@@ -53,12 +55,38 @@ struct Workspace {
   std::vector<std::complex<double>> spectrum, total, rest;
   std::vector<unsigned char> dead;
   std::vector<std::size_t> live;
+  CachedVector<double> labels_p, labels_q;  // a composer's own use: the composed entries whose sums it keeps
   bool thorough = false;  // a larger budget of direct sums for the live frequencies (see below)
   // Twiddles exp(-2 pi i m / N) in long double for the direct sums, by the low and the high bits of m (power.cpp).
   std::vector<std::complex<long double>> twiddle_low, twiddle_high;
   std::size_t twiddle_size = 0;
   unsigned twiddle_shift = 0;
 };
+
+// A Workspace borrowed from a process-wide pool for one composition and handed back on
+// destruction, so that successive queries reuse its vectors' pages (as dpacct/cached.hpp does
+// for the vectors a composition keeps): fresh pages of large vectors are zero-filled by the
+// kernel on first touch. A workspace whose vectors hold more than kPooledWorkspaceBytes (grids
+// above about 2^19 points) is freed instead, and the pool keeps at most kPooledWorkspaces of them.
+// Thread-safe; release_workspaces() frees the pooled ones.
+constexpr std::size_t kPooledWorkspaceBytes = std::size_t{32} << 20;
+constexpr std::size_t kPooledWorkspaces = 2;
+void release_workspaces() noexcept;
+std::size_t pooled_workspace_bytes() noexcept;  // the bytes the pool holds now
+class PooledWorkspace {
+ public:
+  PooledWorkspace();
+  ~PooledWorkspace();
+  PooledWorkspace(const PooledWorkspace&) = delete;
+  PooledWorkspace& operator=(const PooledWorkspace&) = delete;
+  Workspace& operator*() { return *ws_; }
+  Workspace* operator->() { return ws_.get(); }
+
+ private:
+  std::unique_ptr<Workspace> ws_;
+};
+// The bytes a workspace's vectors hold (their capacities).
+std::size_t workspace_bytes(const Workspace& ws);
 
 // Composes the sequences, seqs[g] count[g] times each, on the lattice window
 // [start, start + N), N = plan.size(), and returns the tilted composed entries
@@ -106,7 +134,7 @@ struct PowerStats {
 // Where few frequencies carry the error it is far below the 2-norm bound.
 void power_window(const std::vector<const Tilted*>& seqs, const std::vector<double>& counts,
                   const fft::RealPlan& plan, long start, std::size_t single_size, Workspace& ws,
-                  std::vector<double>& out, double* error, PowerStats* stats = nullptr,
+                  CachedVector<double>& out, double* error, PowerStats* stats = nullptr,
                   double* entry_error = nullptr);
 
 }  // namespace dpacct::pld

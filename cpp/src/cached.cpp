@@ -1,0 +1,79 @@
+#include "dpacct/cached.hpp"
+
+#include <deque>
+#include <mutex>
+#include <utility>
+
+namespace dpacct {
+
+namespace {
+
+struct Cache {
+  std::mutex mutex;
+  std::deque<std::pair<std::size_t, void*>> blocks;  // (bytes, block), the oldest first
+  std::size_t bytes = 0;
+};
+
+Cache& cache() {
+  static Cache* const instance = new Cache();  // never destroyed: blocks may be released during exit
+  return *instance;
+}
+
+}  // namespace
+
+void* cached_allocate(std::size_t bytes) {
+  Cache& c = cache();
+  {
+    std::lock_guard<std::mutex> lock(c.mutex);
+    for (auto it = c.blocks.end(); it != c.blocks.begin();) {  // the most recent first
+      --it;
+      if (it->first == bytes) {
+        void* block = it->second;
+        c.blocks.erase(it);
+        c.bytes -= bytes;
+        return block;
+      }
+    }
+  }
+  return ::operator new(bytes);
+}
+
+void cached_release(void* block, std::size_t bytes) noexcept {
+  if (block == nullptr) return;
+  if (bytes > kCachedAtMost) {
+    ::operator delete(block);
+    return;
+  }
+  Cache& c = cache();
+  {
+    std::lock_guard<std::mutex> lock(c.mutex);
+    try {
+      c.blocks.emplace_back(bytes, block);
+    } catch (...) {  // no room to note it: free it
+      ::operator delete(block);
+      return;
+    }
+    c.bytes += bytes;
+    while (c.bytes > kCachedAtMost) {
+      c.bytes -= c.blocks.front().first;
+      ::operator delete(c.blocks.front().second);
+      c.blocks.pop_front();
+    }
+  }
+}
+
+std::size_t cached_bytes() noexcept {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  return c.bytes;
+}
+
+void release_cached() noexcept {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  for (const auto& entry : c.blocks) ::operator delete(entry.second);
+  c.blocks.clear();
+  c.bytes = 0;
+}
+
+}  // namespace dpacct

@@ -1,0 +1,84 @@
+"""The grid-sized memory the core keeps between queries: bounded, freed on request, never in the results.
+
+Reused blocks hold the previous query's numbers, so a composition that read an entry before
+writing it would answer differently after another query than in a fresh state: each check
+compares a query's bounds to the bit with and without kept memory from a different query.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+
+import pytest
+
+from dpacct.pld import PLDAccountant, clear_cache, kept_memory, release_memory
+
+# At most 64 MiB of vectors and two workspaces of at most 32 MiB each (dpacct/cached.hpp, power.hpp).
+_MOST_KEPT = (64 + 2 * 32) << 20
+
+# (sigma, q, T, delta, relative accuracy): one grid of 2^16 points per direction; composition in
+# two stages (compose_block: blocks on a fine grid, then the coarsened blocks); a split composition
+# at a tiny rate; few steps at a tiny rate (one rare step).
+QUERIES = [
+    (4.0, 0.01, 10_000, 1e-5, 3.4e-4),
+    (1.0, 1e-3, 1_000_000, 1e-5, 1e-3),
+    (0.4, 1e-6, 100_000, 1e-6, 5e-3),
+    (1.0, 1e-6, 3, 1e-9, 5e-3),
+]
+
+
+def _bounds(sigma: float, q: float, steps: int, delta: float, accuracy: float) -> tuple[float, float]:
+    clear_cache()
+    acct = PLDAccountant(relative_accuracy=accuracy).step(noise_multiplier=sigma, sampling_probability=q, count=steps)
+    result = acct.epsilon_bounds(delta)
+    return float(result.lower), float(result.upper)
+
+
+def test_release_frees_every_kept_block() -> None:
+    _bounds(*QUERIES[0])
+    gc.collect()  # (an accountant's compositions may sit in reference cycles until the collector runs)
+    assert 0 < kept_memory() <= _MOST_KEPT
+    release_memory()
+    assert kept_memory() == 0
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_kept_memory_does_not_change_the_answer(query: tuple[float, float, int, float, float]) -> None:
+    release_memory()
+    fresh = _bounds(*query)
+    # Fill the kept blocks with another query's numbers (other grids, other tilts), then ask again.
+    for other in QUERIES:
+        if other != query:
+            _bounds(*other)
+    assert kept_memory() > 0
+    assert _bounds(*query) == fresh
+    assert kept_memory() <= _MOST_KEPT
+
+
+def test_queries_in_threads_match_the_sequential_answers() -> None:
+    # The bindings release the GIL while composing: two threads then take blocks and workspaces from
+    # the same pools at once.
+    expected = [_bounds(*query) for query in QUERIES[:2]]
+    results: dict[int, tuple[float, float]] = {}
+    errors: list[BaseException] = []
+
+    def run(index: int) -> None:
+        try:
+            sigma, q, steps, delta, accuracy = QUERIES[index]
+            acct = PLDAccountant(relative_accuracy=accuracy).step(
+                noise_multiplier=sigma, sampling_probability=q, count=steps
+            )
+            result = acct.epsilon_bounds(delta)
+            results[index] = (float(result.lower), float(result.upper))
+        except BaseException as error:  # noqa: BLE001 - re-raised in the main thread below
+            errors.append(error)
+
+    for _ in range(2):
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert not errors
+        assert [results[0], results[1]] == expected
