@@ -168,6 +168,50 @@ void run_stages(double* re, double* im, std::size_t size, std::size_t first_len,
   }
 }
 
+// out[j] = value(bit_reversed(j)) for every j < n (a power of two), as (real, imaginary) parts.
+// In plain order the reads of value's inputs at bit_reversed(j) touch a new cache line at nearly every
+// step once the arrays outgrow the caches (at 2^18 points a third of the real transform's time went
+// to its permutation). In tiles: write j = (high, middle, low) in bits, so bit_reversed(j) = (rev low,
+// rev middle, rev high); for one middle, the tile's 2^kTileBits x 2^kTileBits values are computed
+// row by row at consecutive indices (rev low fixed, rev high running) into a small buffer, then
+// written out row by row at consecutive positions (high fixed, low running). Each cache line is
+// then used whole while it is loaded, even where the rows' power-of-two strides map them all to one
+// cache set. Only the order of independent computations changes: the results are the same to the bit.
+constexpr unsigned kTileBits = 5;
+
+template <class Value>
+void gather_bit_reversed(std::size_t n, const std::size_t* reversed, Value value, double* out_re, double* out_im) {
+  unsigned bits = 0;
+  while ((std::size_t{1} << bits) < n) ++bits;
+  if (bits < 2 * kTileBits + 2) {
+    for (std::size_t j = 0; j < n; ++j) value(reversed[j], &out_re[j], &out_im[j]);
+    return;
+  }
+  constexpr std::size_t kTile = std::size_t{1} << kTileBits;
+  const unsigned high_shift = bits - kTileBits;
+  std::size_t rev_tile[kTile];  // reversal of kTileBits bits: bit_reversed(x << high_shift)
+  for (std::size_t x = 0; x < kTile; ++x) rev_tile[x] = reversed[x << high_shift];
+  double buf_re[kTile * kTile], buf_im[kTile * kTile];
+  const std::size_t middles = std::size_t{1} << (bits - 2 * kTileBits);
+  for (std::size_t middle = 0; middle < middles; ++middle) {
+    const std::size_t rev_middle = reversed[middle << kTileBits];  // (0, rev middle, 0)
+    for (std::size_t row = 0; row < kTile; ++row) {  // row = rev low, column = rev high
+      const std::size_t base = (row << high_shift) | rev_middle;
+      for (std::size_t column = 0; column < kTile; ++column) {
+        value(base | column, &buf_re[row * kTile + column], &buf_im[row * kTile + column]);
+      }
+    }
+    for (std::size_t high = 0; high < kTile; ++high) {
+      const std::size_t base = (high << high_shift) | (middle << kTileBits);
+      const std::size_t column = rev_tile[high];
+      for (std::size_t low = 0; low < kTile; ++low) {
+        out_re[base | low] = buf_re[rev_tile[low] * kTile + column];
+        out_im[base | low] = buf_im[rev_tile[low] * kTile + column];
+      }
+    }
+  }
+}
+
 // Points per block whose stages run to the end before the next block starts (2 x 128 KB of
 // split data, inside the level-2 cache): only the stages longer than a block pass over the
 // whole array. Each butterfly reads the same values as in the stage-by-stage order.
@@ -225,11 +269,13 @@ void RealPlan::forward(const std::vector<double>& x, std::vector<std::complex<do
   double* zr = nullptr;
   double* zi = nullptr;
   split_buffers(work_, m, &zr, &zi);
-  for (std::size_t j = 0; j < m; ++j) {  // z_j = x_2j + i x_2j+1, read in bit-reversed order
-    const std::size_t r = half_.bit_reversed(j);
-    zr[j] = x[2 * r];
-    zi[j] = x[2 * r + 1];
-  }
+  gather_bit_reversed(  // z_j = x_2j + i x_2j+1, read in bit-reversed order
+      m, half_.bit_reversed_table(),
+      [&](std::size_t r, double* re, double* im) {
+        *re = x[2 * r];
+        *im = x[2 * r + 1];
+      },
+      zr, zi);
   half_.transform_bit_reversed(zr, zi, false);
   out.resize(m + 1);
   // even = (z_k + conj z_{m-k}) / 2, odd = (z_k - conj z_{m-k}) / (2i), X_k = even + w^k odd,
@@ -265,17 +311,20 @@ void RealPlan::inverse(const std::vector<std::complex<double>>& spectrum, std::v
   split_buffers(work_, m, &zr, &zi);
   // even + i odd with even = (X_k + conj X_{m-k}) / 2, odd = ((X_k - conj X_{m-k}) / 2) conj(w^k),
   // written out as in forward (i (a + bi) = -b + ai is exact); z_k goes to its bit-reversed place.
-  for (std::size_t k = 0; k < m; ++k) {
-    const double ar = spectrum[k].real(), ai = spectrum[k].imag();
-    const double cr = spectrum[m - k].real(), ci = -spectrum[m - k].imag();
-    const double er = 0.5 * (ar + cr), ei = 0.5 * (ai + ci);
-    const double hr = 0.5 * (ar - cr), hi = 0.5 * (ai - ci);
-    const double wr = twiddles_[k].real(), wi = -twiddles_[k].imag();
-    const double odr = hr * wr - hi * wi, odi = hr * wi + hi * wr;
-    const std::size_t r = half_.bit_reversed(k);
-    zr[r] = er - odi;
-    zi[r] = ei + odr;
-  }
+  // (Bit reversal is an involution: z_k goes to position r where k = bit_reversed(r).)
+  gather_bit_reversed(
+      m, half_.bit_reversed_table(),
+      [&](std::size_t k, double* re, double* im) {
+        const double ar = spectrum[k].real(), ai = spectrum[k].imag();
+        const double cr = spectrum[m - k].real(), ci = -spectrum[m - k].imag();
+        const double er = 0.5 * (ar + cr), ei = 0.5 * (ai + ci);
+        const double hr = 0.5 * (ar - cr), hi = 0.5 * (ai - ci);
+        const double wr = twiddles_[k].real(), wi = -twiddles_[k].imag();
+        const double odr = hr * wr - hi * wi, odi = hr * wi + hi * wr;
+        *re = er - odi;
+        *im = ei + odr;
+      },
+      zr, zi);
   half_.transform_bit_reversed(zr, zi, true);
   out.resize(n_);
   for (std::size_t j = 0; j < m; ++j) {

@@ -30,6 +30,7 @@ class Plan {
   // order (entry j at position bit_reversed(j)); the result comes out in natural order.
   void transform_bit_reversed(double* re, double* im, bool inverse) const;
   std::size_t bit_reversed(std::size_t j) const { return bit_reversed_[j]; }
+  const std::size_t* bit_reversed_table() const { return bit_reversed_.data(); }
 
  private:
   void transform(std::vector<std::complex<double>>& data, bool inverse) const;
