@@ -234,11 +234,13 @@ void Plan::transform(std::vector<std::complex<double>>& a, bool inverse) const {
   double* re = nullptr;
   double* im = nullptr;
   split_buffers(work_, n_, &re, &im);
-  for (std::size_t i = 0; i < n_; ++i) {
-    const std::complex<double>& v = a[bit_reversed_[i]];
-    re[i] = v.real();
-    im[i] = v.imag();
-  }
+  gather_bit_reversed(
+      n_, bit_reversed_.data(),
+      [&](std::size_t r, double* out_re, double* out_im) {
+        *out_re = a[r].real();
+        *out_im = a[r].imag();
+      },
+      re, im);
   transform_bit_reversed(re, im, inverse);
   for (std::size_t i = 0; i < n_; ++i) a[i] = {re[i], im[i]};
 }
