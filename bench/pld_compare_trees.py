@@ -6,8 +6,8 @@ Each tree must have its extension built in place (``python setup.py build_ext --
 ``git worktree add /tmp/old REV`` gives an older revision). Every query runs in a child
 process per tree, cold. Both answers are certified, so disjoint intervals mean a bug; the
 script also lists queries whose new upper bound is looser or new lower bound lower than
-the old one by more than 0.1 %, and those that became much slower. sigma is drawn log-uniform in
-[min-sigma, max-sigma] (default 0.3 .. 20).
+the old one by more than 0.1 %, those that became much slower, and counts the intervals that stayed the
+same to the bit. sigma is drawn log-uniform in [min-sigma, max-sigma] (default 0.3 .. 20).
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def main() -> None:
     args = parser.parse_args()
     sigmas = (args.min_sigma, args.max_sigma)
     old, new = run(args.old, args.seed, args.queries, sigmas), run(args.new, args.seed, args.queries, sigmas)
-    disjoint = looser = lower = slower = narrower = 0
+    disjoint = looser = lower = slower = narrower = identical = 0
     for a, b in zip(old, new):
         label = f"{a['kind']} T={a['steps']} q={a['q']:.3g} sigma={a['sigma']:.3g} at {a['value']:.3g}"
         if a["error"] or b["error"]:
@@ -71,6 +71,7 @@ def main() -> None:
             continue
         lo_a, up_a, lo_b, up_b = (float(x) for x in (a["lower"], a["upper"], b["lower"], b["upper"]))  # type: ignore[arg-type]
         span = f"old [{lo_a:.6g}, {up_a:.6g}] {a['cpu']:.2f} s, new [{lo_b:.6g}, {up_b:.6g}] {b['cpu']:.2f} s"
+        identical += lo_a == lo_b and up_a == up_b  # (json keeps every bit of a float)
         if lo_b > up_a * (1 + 1e-9) or lo_a > up_b * (1 + 1e-9):
             disjoint += 1
             print(f"DISJOINT (a bug): {label}: {span}")
@@ -88,7 +89,8 @@ def main() -> None:
     cpu_old = sum(float(a["cpu"]) for a in old)  # type: ignore[arg-type, misc]
     cpu_new = sum(float(b["cpu"]) for b in new)  # type: ignore[arg-type, misc]
     print(f"{len(new)} queries: {disjoint} disjoint, {looser} with a looser upper bound, {lower} with a lower lower "
-          f"bound, {narrower} narrower by a third, {slower} much slower; CPU {cpu_old:.1f} s -> {cpu_new:.1f} s")
+          f"bound, {narrower} narrower by a third, {slower} much slower, {identical} the same to the bit; "
+          f"CPU {cpu_old:.1f} s -> {cpu_new:.1f} s")
 
 
 if __name__ == "__main__":
