@@ -34,6 +34,15 @@ void* cached_allocate(std::size_t bytes) {
         return block;
       }
     }
+    // A miss: kept blocks of other sizes give back at least as many bytes (the oldest first) before
+    // the new block is taken, so that keeping them does not raise a query's peak memory.
+    std::size_t freed = 0;
+    while (freed < bytes && !c.blocks.empty()) {
+      freed += c.blocks.front().first;
+      c.bytes -= c.blocks.front().first;
+      ::operator delete(c.blocks.front().second);
+      c.blocks.pop_front();
+    }
   }
   return ::operator new(bytes);
 }

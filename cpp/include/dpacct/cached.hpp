@@ -4,8 +4,9 @@
 // epsilon query (sigma=4, q=0.01, T=1e4 at relative accuracy 3.4e-4: 10.2 -> 7.4 ms with the
 // pages kept). Blocks of at least kCachedFrom bytes released by a CachedVector go to one
 // process-wide cache of at most kCachedAtMost bytes (the most recently released kept, the
-// oldest freed first) and serve later requests of exactly their size; release_cached() frees
-// them all. Thread-safe.
+// oldest freed first) and serve later requests of exactly their size. A request the cache
+// cannot serve first frees at least as many bytes of kept blocks (the oldest first), so the
+// cache does not raise a query's peak memory. release_cached() frees them all. Thread-safe.
 #pragma once
 
 #include <cstddef>
