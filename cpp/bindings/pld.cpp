@@ -454,6 +454,20 @@ void bind_pld(py::module_& m) {
       "spectrum"_a, "Unnormalised inverse of rfft (test hook).");
   pld.def("fft_error_bound", &dpacct::fft::error_bound, "size"_a, "Relative 2-norm error bound of one FFT.");
   pld.def(
+      "suffix_sums",
+      [](const Array& values, double slope, double discretization) {
+        const std::vector<double> c = to_vector(values, "values");
+        dpacct::CachedVector<double> sums;
+        {
+          py::gil_scoped_release release;
+          sums = dpacct::pld::detail::suffix_sums(c, slope, discretization);
+        }
+        return py::make_tuple(to_array(sums), dpacct::pld::detail::suffix_relative_error(c.size()));
+      },
+      "values"_a, "slope"_a, "discretization"_a,
+      "Test hook: (s, bound) with s[i] = sum_{j >= i} values[j] e^{-slope (j - i) discretization} as the composer "
+      "computes it, and the relative error bound of each.");
+  pld.def(
       "kept_memory", []() { return dpacct::cached_bytes() + dpacct::pld::pooled_workspace_bytes(); },
       "Bytes of grid-sized blocks kept between queries (dpacct/cached.hpp, the pooled workspaces).");
   pld.def(

@@ -117,21 +117,49 @@ template <class Vector>
 CachedVector<double> suffix_sums(const Vector& c, double slope, double d) {
   const std::size_t n = c.size();
   CachedVector<double> s(n, 0.0);
+  if (n == 0) return s;
   const std::size_t block = suffix_block(n);
   const double r = std::exp(-slope * d);
   const double ratio = std::exp(-slope * d * static_cast<double>(block));  // R = r^B, from exp
-  double after = 0.0;  // the suffix sum at the start of the next block
-  for (std::size_t lo = ((n + block - 1) / block) * block; lo > 0;) {
-    lo -= block;
-    const std::size_t hi = std::min(n, lo + block);
-    double local = 0.0, w = 1.0;  // t_i and r^(hi - i)
-    for (std::size_t i = hi; i-- > lo;) {
-      local = c[i] + r * local;
-      w *= r;
-      s[i] = local + w * after;
+  const std::size_t blocks = (n + block - 1) / block;
+  // The same operations as one pass per block from the last (t_i = c_i + r t_{i+1}, w *= r,
+  // s_i = t_i + w after, after = t_lo + R after), in three passes, to the bit: the blocks' own
+  // recursions t_i first, four blocks interleaved (each is a chain of dependent products and sums:
+  // one at a time they left the core waiting on every step); then r^(hi - i) from one table built by
+  // the same repeated products; then the carries over the blocks.
+  std::size_t b = 0;
+  for (; b + 4 <= blocks && (b + 4) * block <= n; b += 4) {
+    double t0 = 0.0, t1 = 0.0, t2 = 0.0, t3 = 0.0;
+    const std::size_t h0 = (b + 1) * block, h1 = h0 + block, h2 = h1 + block, h3 = h2 + block;
+    for (std::size_t j = 1; j <= block; ++j) {
+      t0 = c[h0 - j] + r * t0;
+      t1 = c[h1 - j] + r * t1;
+      t2 = c[h2 - j] + r * t2;
+      t3 = c[h3 - j] + r * t3;
+      s[h0 - j] = t0;
+      s[h1 - j] = t1;
+      s[h2 - j] = t2;
+      s[h3 - j] = t3;
     }
+  }
+  for (; b < blocks; ++b) {
+    const std::size_t lo = b * block, hi = std::min(n, lo + block);
+    double t = 0.0;
+    for (std::size_t i = hi; i-- > lo;) {
+      t = c[i] + r * t;
+      s[i] = t;
+    }
+  }
+  std::vector<double> power(block + 1);  // power[m] = r^m by m products from 1
+  power[0] = 1.0;
+  for (std::size_t m = 1; m <= block; ++m) power[m] = power[m - 1] * r;
+  double after = 0.0;  // the suffix sum at the start of the next block
+  for (std::size_t k = blocks; k-- > 0;) {
+    const std::size_t lo = k * block, hi = std::min(n, lo + block);
+    const double t_lo = s[lo];
+    for (std::size_t i = lo; i < hi; ++i) s[i] = s[i] + power[hi - i] * after;
     // s_lo = t_lo + R after (a block followed by another is full: hi - lo = B).
-    after = local + ratio * after;
+    after = t_lo + ratio * after;
   }
   return s;
 }

@@ -66,8 +66,9 @@ struct Workspace {
 // A Workspace borrowed from a process-wide pool for one composition and handed back on
 // destruction, so that successive queries reuse its vectors' pages (as dpacct/cached.hpp does
 // for the vectors a composition keeps): fresh pages of large vectors are zero-filled by the
-// kernel on first touch. A workspace whose vectors hold more than kPooledWorkspaceBytes (grids
-// above about 2^19 points) is freed instead, and the pool keeps at most kPooledWorkspaces of them.
+// kernel on first touch. A workspace whose vectors hold more than kPooledWorkspaceBytes (about
+// 68.5 bytes per point: grids above 2^18 points) is freed instead, and the pool keeps at most
+// kPooledWorkspaces of them.
 // Thread-safe; release_workspaces() frees the pooled ones.
 constexpr std::size_t kPooledWorkspaceBytes = std::size_t{32} << 20;
 constexpr std::size_t kPooledWorkspaces = 2;
