@@ -236,8 +236,9 @@ def test_suffix_sums_within_their_bound_against_mpmath() -> None:
 
 
 def _plain_suffix_sums(c: np.ndarray, slope: float, d: float) -> np.ndarray:
-    """compose.cpp's suffix sums as one pass per block from the last, written plainly with Python floats (the same
-    IEEE operations in the same order: local = c_i + r local, w = w r, s_i = local + w after, after = local + R after)."""
+    """compose.cpp's suffix sums as one pass per block from the last, written plainly with Python floats (the
+    same IEEE operations in the same order: local = c_i + r local, w = w r, s_i = local + w after, and
+    after = local + R after at each block's start)."""
     n = c.size
     s = np.zeros(n)
     block = max(1, int(math.sqrt(n)))

@@ -392,8 +392,8 @@ ComposedPld::ComposedPld(const std::vector<std::pair<const StepPmf*, double>>& g
     // bounds, plus the steps' absolute rounding), then their tilted suffix sums.
     auto compose_labels = [&](const std::vector<const Tilted*>& seq_p, const std::vector<const Tilted*>& seq_q,
                               double abs_p, double abs_q, double log_rounding, CachedVector<double>& out_p,
-                              CachedVector<double>& out_q, double* error_p, double* error_q, CachedVector<double>* sum_p,
-                              CachedVector<double>* sum_q) {
+                              CachedVector<double>& out_q, double* error_p, double* error_q,
+                              CachedVector<double>* sum_p, CachedVector<double>* sum_q) {
       const std::size_t single = single_ ? size_ : 0;
       power_window(seq_p, counts, plan, cells_start_, single, ws, out_p, error_p, &stats_);
       *error_p += abs_p * std::exp(log_rounding) * (1.0 + 1e-6);
@@ -901,7 +901,8 @@ BlockWindow block_window(const std::vector<const Tilted*>& seqs, double count, d
 
 // `seq` composed `count` times on the window: the tilted entries and a bound on every
 // entry's round-off (power_window's per-entry bound, plus the steps' absolute rounding).
-CachedVector<double> block_entries(const Tilted& seq, double count, const BlockWindow& w, Workspace& ws, double* error) {
+CachedVector<double> block_entries(const Tilted& seq, double count, const BlockWindow& w, Workspace& ws,
+                                   double* error) {
   std::unique_ptr<fft::RealPlan> own_plan;
   const fft::RealPlan* cached = fft::cached_real_plan(w.size);
   if (cached == nullptr) own_plan = std::make_unique<fft::RealPlan>(w.size);
