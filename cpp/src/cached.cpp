@@ -19,6 +19,13 @@ Cache& cache() {
   return *instance;
 }
 
+// Frees the oldest kept block (the caller holds the lock; the cache is not empty).
+void free_oldest(Cache& c) {
+  c.bytes -= c.blocks.front().first;
+  ::operator delete(c.blocks.front().second);
+  c.blocks.pop_front();
+}
+
 }  // namespace
 
 void* cached_allocate(std::size_t bytes) {
@@ -36,12 +43,9 @@ void* cached_allocate(std::size_t bytes) {
     }
     // A miss: kept blocks of other sizes give back at least as many bytes (the oldest first) before
     // the new block is taken, so that keeping them does not raise a query's peak memory.
-    std::size_t freed = 0;
-    while (freed < bytes && !c.blocks.empty()) {
+    for (std::size_t freed = 0; freed < bytes && !c.blocks.empty();) {
       freed += c.blocks.front().first;
-      c.bytes -= c.blocks.front().first;
-      ::operator delete(c.blocks.front().second);
-      c.blocks.pop_front();
+      free_oldest(c);
     }
   }
   return ::operator new(bytes);
@@ -63,11 +67,7 @@ void cached_release(void* block, std::size_t bytes) noexcept {
       return;
     }
     c.bytes += bytes;
-    while (c.bytes > kCachedAtMost) {
-      c.bytes -= c.blocks.front().first;
-      ::operator delete(c.blocks.front().second);
-      c.blocks.pop_front();
-    }
+    while (c.bytes > kCachedAtMost) free_oldest(c);
   }
 }
 
@@ -80,9 +80,7 @@ std::size_t cached_bytes() noexcept {
 void release_cached() noexcept {
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mutex);
-  for (const auto& entry : c.blocks) ::operator delete(entry.second);
-  c.blocks.clear();
-  c.bytes = 0;
+  while (!c.blocks.empty()) free_oldest(c);
 }
 
 }  // namespace dpacct
