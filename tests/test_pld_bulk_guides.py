@@ -159,3 +159,29 @@ def test_bulk_delta_query_agrees_with_the_epsilon_query() -> None:
     assert 0.0 < lower <= upper <= 1.005 * lower
     assert float(_accountant(sigma, q, steps).epsilon_bounds(upper).lower) <= epsilon
     assert epsilon <= float(_accountant(sigma, q, steps).epsilon_bounds(lower).upper)
+
+
+@pytest.mark.parametrize("direction", ["remove", "add"])
+@pytest.mark.parametrize(("sigma", "q", "epsilon"), [(1.0, 1e-3, 0.01), (1.0, 1e-3, 0.3), (2.0, 0.05, 0.2), (0.8, 1e-4, 2e-3)])
+def test_chernoff_bounds_with_their_factor_stay_above_two_steps(
+    direction: str, sigma: float, q: float, epsilon: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The certified Chernoff bounds (the coarse steps' and the densities') now carry the factor
+    lambda^lambda / (lambda + 1)^(lambda + 1): still at or above the exact two-step delta (mpmath quadrature,
+    ``tests/test_pld_reference.py``), and below the bounds without it (wherever those are in (0, 1))."""
+    from tests.test_pld_reference import delta_two_steps
+
+    exact = float(delta_two_steps(epsilon, sigma, q, direction)[0])
+    accountant = _accountant(sigma, q, 2)
+    groups = accountant._groups()
+    coarse = accountant._chernoff_upper(groups, direction, epsilon)
+    densities = accountant._gaussian_chernoff(groups, direction, epsilon)
+    assert exact <= coarse <= 1.0
+    assert exact <= densities <= 1.0
+    monkeypatch.setattr(acc, "_chernoff_factor", lambda slope: 0.0 * np.asarray(slope) if np.ndim(slope) else 0.0)
+    plain_coarse = accountant._chernoff_upper(groups, direction, epsilon)
+    plain_densities = accountant._gaussian_chernoff(groups, direction, epsilon)
+    for tight, plain in ((coarse, plain_coarse), (densities, plain_densities)):
+        assert tight <= plain
+        if 1e-300 < plain < 1.0:  # (the add direction's losses are at most -log(1 - q): at 2 steps often 0)
+            assert tight < plain
