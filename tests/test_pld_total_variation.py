@@ -104,3 +104,20 @@ def test_many_hits_go_to_the_composition_with_one_rare_step_first(
         noise_multiplier=sigma, sampling_probability=q, count=steps
     ).delta_bounds(0.0)
     assert lo <= upper * (1 + 1e-9) and lower <= up * (1 + 1e-9), ((lower, upper), (lo, up))
+
+
+def test_epsilon_is_zero_where_delta_exceeds_the_total_variation() -> None:
+    """sigma=0.517, q=2.07e-7, T=67, delta=2.92e-6 (a sweep query at q <= 1e-4): the grids' cells cannot resolve
+    epsilon near 0 and left [0, 1.8e-7]. delta(0), the total variation distance, is certified below the target, so
+    epsilon(delta) = 0 (certified by delta(0)'s upper bound). Just below delta(0)'s lower bound epsilon is positive
+    and its upper bound stays positive."""
+    sigma, q, steps, delta = 0.5168871740843164, 2.0714792018799576e-07, 67, 2.9189876251987442e-06
+
+    def accountant() -> PLDAccountant:
+        return PLDAccountant().step(noise_multiplier=sigma, sampling_probability=q, count=steps)
+
+    tv_lower, tv_upper = accountant().delta_bounds(0.0)
+    assert tv_upper < delta
+    assert tuple(accountant().epsilon_bounds(delta)) == (0.0, 0.0)
+    below = 0.99 * tv_lower
+    assert float(accountant().epsilon_bounds(below).upper) > 0.0

@@ -2569,6 +2569,13 @@ class PLDAccountant(Accountant):
                 self._coarse_tail = _NO_QUERY
             if single is not None:  # both certified: keep their intersection
                 lo_all, up_all = max(lo_all, lo_one), min(up_all, up_one)
+            if lo_all == 0.0 < up_all:
+                # The interval reaches down to 0: where delta(0), the total variation distance, is at most the target,
+                # epsilon is 0 (certified by delta(0)'s upper bound). (sigma=0.517, q=2.1e-7, T=67, delta=2.92e-6:
+                # [0, 1.8e-7] from the grids, whose cells cannot resolve epsilon near 0; delta(0) is in [2.8191e-6,
+                # 2.8210e-6], so epsilon = 0.)
+                if float(self.delta_bounds(0.0).upper) <= float(target):
+                    up_all = 0.0
             lower[index] = lo_all
             upper[index] = up_all
         return Bounds(unwrap(lower), unwrap(upper))
