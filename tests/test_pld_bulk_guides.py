@@ -128,6 +128,10 @@ def test_bulk_dominated_separates_the_bulk_from_a_rare_hit() -> None:
     assert not _accountant(1.0, 3e-4, 10**6)._bulk_dominated(_accountant(1.0, 3e-4, 10**6)._groups(), 0.05)
     wide = _accountant(19.0, 1.46e-8, 32992507)
     assert not wide._bulk_dominated(wide._groups(), 1.48e-5)
+    # (Huge epsilons at small sigma: e^eps overflowed, and a sweep below sigma = 0.2 met an OverflowError.)
+    small = _accountant(0.05, 1e-5, 10**6)
+    assert small._bulk_dominated(small._groups(), 5000.0) in (True, False)
+    assert small._bulk_dominated(small._groups(), 1e300) in (True, False)
 
 
 def test_guides_see_the_losses_the_coarse_cells_cannot() -> None:

@@ -180,3 +180,28 @@ def test_meets_the_whole_grid_interval(sigma: float, log_q: float, steps: int, l
     one_lower, one_upper = acct._one_rare_epsilon(groups, "remove", delta, aim)
     assert one_lower <= one_upper
     assert one_lower <= upper * (1 + 1e-9) and lower <= one_upper * (1 + 1e-9)
+
+
+def test_epsilon_query_keeps_the_one_rare_answer_without_split_passes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """sigma=0.451, q=3.4e-8, T=91838 (0.003 expected hits), delta=2.27e-5, a sweep query at q <= 1e-4: the
+    composition with one rare step goes first and answers within five targets; the split composition's passes,
+    aimed from there, had spent 9.7 s for the wider [3.2e-5, 3.5e-4]. They are now skipped in that direction
+    (failing here if called), and the interval meets the delta query's certified bounds at its ends (another path):
+    delta_lower(eps_upper) <= delta <= delta_upper(eps_lower)."""
+    sigma, q, steps, delta = 0.45053304769201014, 3.434575206839575e-08, 91838, 2.2746389108310584e-05
+
+    def accountant() -> PLDAccountant:
+        return PLDAccountant().step(noise_multiplier=sigma, sampling_probability=q, count=steps)
+
+    original = pld_accountant.PLDAccountant._split_epsilon
+
+    def refuse(self: PLDAccountant, groups: object, direction: str, *args: object, **kwargs: object) -> object:
+        # (The add direction, whose composition with one rare step proves nothing here, still takes them.)
+        assert direction != "remove", "the split composition ran after the answer with one rare step"
+        return original(self, groups, direction, *args, **kwargs)  # type: ignore[arg-type]
+
+    with monkeypatch.context() as patch:
+        patch.setattr(pld_accountant.PLDAccountant, "_split_epsilon", refuse)
+        lower, upper = accountant().epsilon_bounds(delta)
+    assert 0.0 < lower <= upper <= 1.03 * lower
+    assert float(accountant().delta_bounds(upper).lower) <= delta <= float(accountant().delta_bounds(lower).upper)
