@@ -2682,7 +2682,8 @@ class PLDAccountant(Accountant):
             # 0.003 expected hits, had [6.13e-5, 6.26e-5] from it in 0.09 s, and the split passes, aimed at the
             # guide's 0.33, spent 9.7 s for [3.2e-5, 3.5e-4]. Nearer the guide they are cheap and narrow it:
             # sigma=1.1, q=2.8e-7, T=29675, delta=1.3e-7, 0.86 % -> 0.1 % in a few ms, the guide 60x the answer.)
-            if 0.0 < lo and up - lo <= _ONE_RARE_CLOSE * self._relative_accuracy * up and guide.value > _ONE_RARE_FAR * up:
+            close = up - lo <= _ONE_RARE_CLOSE * self._relative_accuracy * up
+            if 0.0 < lo and close and guide.value > _ONE_RARE_FAR * up:
                 split = False
 
         effort = self._max_size
