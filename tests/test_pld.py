@@ -524,11 +524,15 @@ def test_long_compositions_bracket_the_exact_curve_with_the_query_tail(delta: fl
                                                     (4.0, 0.01, 10_000), (0.8, 1e-3, 10_000), (2.0, 0.1, 1000)])
 def test_first_grid_meets_the_target_on_the_bench_grid(sigma: float, q: float, steps: int) -> None:
     """The grid error model (PLDAccountant._grid, constants from bench/pld_grid_model.py) picks a grid
-    that meets the 0.5 % target at once: one composition per direction, no refinement."""
+    that meets the 0.5 % target at once: at most one composition per direction, no refinement (the add
+    direction needs none where its certified Chernoff bound already puts it below the remove direction's
+    lower bound: at sigma=1.1, T=1000 and sigma=2, q=0.1, T=1000 since that bound carries the factor
+    lambda^lambda / (lambda + 1)^(lambda + 1))."""
     acct = PLDAccountant().step(noise_multiplier=sigma, sampling_probability=q, count=steps)
     lower, upper = acct.epsilon_bounds(1e-5)
     assert upper - lower <= 0.005 * upper
-    assert len(acct._composed_cache) == 2  # remove and add, one grid each
+    directions = [key[0] for key in acct._composed_cache]
+    assert "remove" in directions and len(directions) == len(set(directions))  # one grid each at most
 
 
 def test_split_composition_alone_meets_the_target_at_tiny_rates() -> None:

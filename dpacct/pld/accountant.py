@@ -732,7 +732,10 @@ class _DeltaProbe:
         # upper bound 0.03 % below every grid's had left no composition to measure the slope on, and the
         # guide's 61 against 480 on the grid (sigma=1.17, q=3e-6, T=1.6e7, delta(0.0706)) aimed the search
         # 8x too loosely: 2.6 % wide.)
-        if float(up[0]) < self.best_upper:
+        # (A grid's labelled composition takes the place of its upper masses alone, probed just before with the same
+        # upper bound: the re-runs after the search start from a grid, see _epsilon_at.)
+        replaces = grid is not None and self.best_grid is None and float(up[0]) <= self.best_upper
+        if float(up[0]) < self.best_upper or replaces:
             self.best, self.best_upper, self.best_grid = composed, float(up[0]), grid
         self.lower, self.upper = max(self.lower, float(lo[0])), min(self.upper, float(up[0]))
         if self.met():
