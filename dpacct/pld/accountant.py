@@ -2621,11 +2621,15 @@ class PLDAccountant(Accountant):
         sum_first = tests is not None and self._sum_test_first(tests)
         floor = sum_test_epsilon_lower(tests, target, order[0]) if tests is not None and sum_first else 0.0
         for direction in order:
+            settled = self._settled_below(lo_all, up_all)
             lo, up = self._epsilon_one_direction(
-                groups, direction, target, self._settled_below(lo_all, up_all), floor if direction == order[0] else 0.0
+                groups, direction, target, settled, floor if direction == order[0] else 0.0
             )
-            # (A direction whose upper bound is below the other's lower bound cannot raise the maximum.)
-            if tests is not None and lo < (1.0 - self._relative_accuracy) * up and up > lo_all:
+            # (A direction whose upper bound is below the other's lower bound cannot raise the maximum; nor one
+            # dismissed at once by its Chernoff bound, (0, settled): its tests cost more than its grid would have.
+            # The bench grid's sigma=1.1, T=1000 took 5.6 ms instead of 2.8 where the bound's factor dismissed it.)
+            dismissed = lo == 0.0 and up == settled > 0.0
+            if tests is not None and lo < (1.0 - self._relative_accuracy) * up and up > lo_all and not dismissed:
                 lo = max(lo, min(threshold_epsilon_lower(tests, target, direction), up))
                 if floor == 0.0:
                     lo = max(lo, min(sum_test_epsilon_lower(tests, target, direction), up))
