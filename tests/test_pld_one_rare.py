@@ -184,10 +184,10 @@ def test_meets_the_whole_grid_interval(sigma: float, log_q: float, steps: int, l
 
 def test_epsilon_query_keeps_the_one_rare_answer_without_split_passes(monkeypatch: pytest.MonkeyPatch) -> None:
     """sigma=0.451, q=3.4e-8, T=91838 (0.003 expected hits), delta=2.27e-5, a sweep query at q <= 1e-4: the
-    composition with one rare step goes first and answers within five targets; the split composition's passes,
-    aimed from there, had spent 9.7 s for the wider [3.2e-5, 3.5e-4]. They are now skipped in that direction
-    (failing here if called), and the interval meets the delta query's certified bounds at its ends (another path):
-    delta_lower(eps_upper) <= delta <= delta_upper(eps_lower)."""
+    composition with one rare step goes first and answers within five targets, 5300x below the guide; the split
+    composition's passes that followed, aimed at the guide's 0.33, had spent 9.7 s for the wider [3.2e-5, 3.5e-4].
+    They are now skipped in that direction (failing here if called), and the interval meets the delta query's
+    certified bounds at its ends (another path): delta_lower(eps_upper) <= delta <= delta_upper(eps_lower)."""
     sigma, q, steps, delta = 0.45053304769201014, 3.434575206839575e-08, 91838, 2.2746389108310584e-05
 
     def accountant() -> PLDAccountant:
