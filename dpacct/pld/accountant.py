@@ -499,6 +499,16 @@ def _gaussian_cumulants(sigma: float, q: float, direction: str, log_tail: float)
     return m2, m3, m4 - 3.0 * m2 * m2
 
 
+def _quadrature_scope(groups: list[tuple[Any, int]]) -> bool:
+    """Whether every group is a Poisson-subsampled Gaussian at a rate of at most _SPLIT_MAX_RATE and noise of at most
+    _SUM_TEST_SIGMA: the histories whose delta queries may take the quadrature guides (``_gaussian_line``)."""
+    return all(
+        isinstance(spec, _Spec) and spec.kind == "gaussian" and 0.0 < spec.sampling_probability <= _SPLIT_MAX_RATE
+        and float(spec.parameters[0]) <= _SUM_TEST_SIGMA
+        for spec, _ in groups
+    )
+
+
 def _chernoff_factor(slope: Any) -> Any:
     """log max_{x > 0} (1 - e^{-x}) e^{-slope x} = log(slope^slope / (slope + 1)^(slope + 1)), slope > 0 (a float or
     an array): the factor by which the Chernoff bound delta(eps) <= E[e^{slope (L - eps)}] tightens ((1 - e^{-x})_+
@@ -1085,7 +1095,7 @@ class PLDAccountant(Accountant):
         step's loss variance over ``_GUIDE_INFLATION`` times the step's own) take the quadrature of
         ``_gaussian_log_mgf_estimate`` instead, their tails cut as the coarse steps' are.
         """
-        parts, lines = [], []
+        parts, lines, rest = [], [], []
         for spec, count in groups:
             if self._fine_guide_line(spec, direction):
                 lines.append((float(count), spec))
@@ -1094,9 +1104,9 @@ class PLDAccountant(Accountant):
             if key not in self._steps:
                 self._steps[key] = _power_sum_part(self._coarse(spec, direction))
             parts.append((float(count), self._steps[key]))
+            rest.append((spec, count))
         if not lines:
             return _estimated_cumulant_of(parts, lambda: self._cumulant(groups, direction))
-        rest = [(spec, count) for spec, count in groups if not self._fine_guide_line(spec, direction)]
         coarse = _estimated_cumulant_of(parts, lambda: self._cumulant(rest, direction)) if parts else None
         tail = self._coarse_tail
 
@@ -1127,12 +1137,8 @@ class PLDAccountant(Accountant):
         """
         from scipy.special import log_ndtr
 
-        if not epsilon > 0.0:
+        if not (epsilon > 0.0 and _quadrature_scope(groups)):
             return False
-        for spec, _ in groups:
-            if not (isinstance(spec, _Spec) and spec.kind == "gaussian" and 0.0 < spec.sampling_probability
-                    <= _SPLIT_MAX_RATE and float(spec.parameters[0]) <= _SUM_TEST_SIGMA):
-                return False
         variance = sum(
             count * _gaussian_cumulants(float(spec.parameters[0]), spec.sampling_probability, "remove", _NO_QUERY)[0]
             for spec, count in groups
@@ -2052,12 +2058,7 @@ class PLDAccountant(Accountant):
         2.251e-5], which took 0.6 s. The quadrature's estimates are 0.058 (remove) and 5.2e-5 (add).)
         """
         fine = self._fine_lines
-        quadrature = all(
-            isinstance(spec, _Spec) and spec.kind == "gaussian" and 0.0 < spec.sampling_probability <= _SPLIT_MAX_RATE
-            and float(spec.parameters[0]) <= _SUM_TEST_SIGMA  # (beyond, the sum test's floor goes to the first)
-            for spec, _ in groups
-        )
-        if not quadrature:
+        if not _quadrature_scope(groups):  # (beyond sigma = 10, the sum test's floor goes to the first direction)
             return self._guide_delta(groups, direction, epsilon).value
         self._fine_lines = True
         try:
