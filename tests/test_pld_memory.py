@@ -13,6 +13,7 @@ import threading
 import pytest
 
 from dpacct.pld import PLDAccountant, clear_cache, kept_memory, release_memory
+from dpacct.pld import accountant as pld_accountant
 
 # At most 64 MiB of vectors and two workspaces of at most 32 MiB each (dpacct/cached.hpp, power.hpp).
 _MOST_KEPT = (64 + 2 * 32) << 20
@@ -82,3 +83,60 @@ def test_queries_in_threads_match_the_sequential_answers() -> None:
             thread.join()
         assert not errors
         assert [results[0], results[1]] == expected
+
+
+def _held(acct: PLDAccountant) -> int:
+    return sum(int(c.held_bytes) for c in acct._composed_cache.values())
+
+
+def test_held_bytes_counts_the_kept_vectors() -> None:
+    # Seven vectors of N doubles at most (three suffix sums of the upper masses, two label sums, two shared label
+    # sums): the budget of PLDAccountant._make_room counts each composition at that.
+    acct = PLDAccountant().step(noise_multiplier=4.0, sampling_probability=0.01, count=10_000)
+    acct.epsilon_bounds(1e-5)
+    held = list(acct._composed_cache.values())
+    assert held
+    for composed in held:
+        assert 3 * 8 * composed.size <= composed.held_bytes <= pld_accountant._KEPT_VECTORS * 8 * composed.size
+
+
+def _count_builds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The bytes the kept compositions hold after each _make_room (one call per composition built)."""
+    made_room: list[int] = []
+    original = PLDAccountant._make_room
+
+    def spy(self: PLDAccountant, size: int) -> None:
+        original(self, size)
+        made_room.append(_held(self))
+
+    monkeypatch.setattr(PLDAccountant, "_make_room", spy)
+    return made_room
+
+
+@pytest.mark.parametrize("query", QUERIES[:2])
+def test_compositions_forgotten_do_not_change_the_answer(
+    query: tuple[float, float, int, float, float], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sigma, q, steps, delta, accuracy = query
+    fresh = _bounds(*query)
+    fresh_delta = PLDAccountant(relative_accuracy=accuracy).step(
+        noise_multiplier=sigma, sampling_probability=q, count=steps
+    ).delta_bounds(fresh[1])
+    # A budget far below one composition: every composition is forgotten before the next is built.
+    monkeypatch.setattr(pld_accountant, "_KEPT_COMPOSED_BYTES", 1 << 16)
+    made_room = _count_builds(monkeypatch)
+    assert _bounds(*query) == fresh
+    acct = PLDAccountant(relative_accuracy=accuracy).step(noise_multiplier=sigma, sampling_probability=q, count=steps)
+    assert acct.delta_bounds(fresh[1]) == fresh_delta
+    assert made_room and all(held == 0 for held in made_room)
+
+
+def test_a_repeated_query_finds_its_compositions(monkeypatch: pytest.MonkeyPatch) -> None:
+    # At the default budget (256 MiB with the next composition counted) grids of 2^16 points are all kept.
+    made_room = _count_builds(monkeypatch)
+    acct = PLDAccountant(relative_accuracy=3.4e-4).step(noise_multiplier=4.0, sampling_probability=0.01, count=10_000)
+    first = acct.epsilon_bounds(1e-5)
+    built = len(made_room)
+    assert built >= 2 and 0 < _held(acct) <= pld_accountant._KEPT_COMPOSED_BYTES
+    assert acct.epsilon_bounds(1e-5) == first
+    assert len(made_room) == built

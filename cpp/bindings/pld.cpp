@@ -329,6 +329,7 @@ void bind_pld(py::module_& m) {
       .def_property_readonly("discretization", &dpacct::pld::ComposedPld::discretization)
       .def_property_readonly("size", &dpacct::pld::ComposedPld::size)
       .def_property_readonly("memory_bytes", &dpacct::pld::ComposedPld::memory_bytes)
+      .def_property_readonly("held_bytes", &dpacct::pld::ComposedPld::held_bytes)
       .def_property_readonly("direct_frequencies", &dpacct::pld::ComposedPld::direct_frequencies)
       .def_property_readonly("bulk_split", &dpacct::pld::ComposedPld::bulk_split);
 

@@ -751,6 +751,10 @@ class _DeltaProbe:
         if self.met():
             raise _DeltaMet
 
+    def release(self) -> None:
+        """Drop the best composition itself (its upper bound and grid arguments stay; :meth:`slope` then says None)."""
+        self.best = None
+
     def slope(self) -> float | None:
         """The local slope lambda of -log delta - epsilon on the composition with the best upper bound."""
         if self.best is None:
@@ -920,7 +924,10 @@ class PLDAccountant(Accountant):
         size = self._max_size if max_size is None else min(max_size, self._max_size)
         shared = self._shared_labels(groups, tilt, answer) if lower else False
         key = (direction, discretization, round(tilt, 6), log_tail, size, window_tail, thorough, lower, shared)
-        if key not in self._composed_cache:
+        if key in self._composed_cache:
+            self._composed_cache[key] = self._composed_cache.pop(key)  # the most recently used last
+        else:
+            self._make_room(size)
             d = discretization
             staged = not (shared and self._can_share(groups, d)) and (
                 self._stages(groups, direction, d, tilt, thorough, size) is not None
@@ -965,6 +972,25 @@ class PLDAccountant(Accountant):
                     built.window_high - built.window_low, built.cells_high - built.cells_low
                 )
         return self._composed_cache[key]
+
+    def _make_room(self, size: int) -> None:
+        """Forget the least recently used compositions until those kept and one more on ``size`` points fit in
+        _KEPT_COMPOSED_BYTES.
+
+        A composition keeps up to seven suffix sums of its length (224 MiB at 2^22 points). Kept for the whole
+        query, they had set its peak memory: 1.33 GB at sigma=1.19, q=5.7e-8, T=4.8e7, delta(0.00242), five grids
+        of 2^20-2^22 points. A query does not come back to them (no composition of the random sweeps' delta and
+        epsilon queries was built twice); a query repeated on the same accountant finds the most recent ones.
+        """
+        budget = _KEPT_COMPOSED_BYTES - _KEPT_VECTORS * 8 * size
+        held = sum(int(c.held_bytes) for c in self._composed_cache.values())
+        while self._composed_cache and held > budget:
+            oldest = next(iter(self._composed_cache))
+            held -= int(self._composed_cache.pop(oldest).held_bytes)
+        if 2 * _KEPT_VECTORS * 8 * size > _KEPT_COMPOSED_BYTES:
+            # The last split composition too (its G on up to _LAST_TRY_SIZE points, about 160 MB): kept for a split
+            # pass that comes out the same as the one before, which a whole grid this large does not come between.
+            self._last_split = None
 
     def _compose_on_grid(
         self, groups: list[tuple[_Spec, int]], direction: str, d: float, tilt: float, log_tail: float, size: int,
@@ -2315,6 +2341,9 @@ class PLDAccountant(Accountant):
                     # points, 8.6 s, for the same interval.)
                     return best_lower, best_upper
                 split_kinds = False
+            # (The first grid is not kept through the search: up to 235 MB at 2^22 points, and the grids below compose
+            # their own.)
+            composed = alone = None
             searched = self._delta_by_epsilon_search(
                 groups, direction, epsilon, best_lower, best_upper, slope, irrelevant_below
             )
@@ -2498,6 +2527,9 @@ class PLDAccountant(Accountant):
             if probe.met():
                 break
         measured = probe.slope()
+        # (The grids below re-run the best one from its arguments: its composition, up to 235 MB at 2^22 points, is
+        # not kept through them.)
+        probe.release()
         grid = probe.best_grid
         if not probe.met() and measured is not None and grid is not None and 0.0 < probe.upper < 1.0:
             # The search's grids were tilted for the slope it aimed at; where its best grid measures a far
@@ -2510,6 +2542,7 @@ class PLDAccountant(Accountant):
                     probe(self._composed(groups, direction, **{**grid, "tilt": tilt}))
                 except _DeltaMet:
                     pass
+                probe.release()
         grid = probe.best_grid
         if not probe.met() and grid is not None and 0.0 < probe.upper < 1.0:
             # The search's grids cut their windows for an epsilon query (e^-25 of the tilted mass per side); where
@@ -2984,6 +3017,8 @@ _SPLIT_RARE = 3.0  # expected number of rare steps the cut aims at
 _TV_SIZE = 2**21  # the largest whole grid of a delta query at epsilon = 0 (total variation)
 _TV_STEP_CELLS = 2**16  # ... whose first grid resolves one step's spread with at most this many cells per step
 _FALLBACK_SIZE = 2**20  # the largest whole grid tried after the split composition has answered
+_KEPT_COMPOSED_BYTES = 2**28  # the compositions an accountant keeps, with the next one, hold at most this (_make_room)
+_KEPT_VECTORS = 7  # ... counting a composition on N points at this many vectors of N doubles
 _SPLIT_BEFORE_POINTS = 2**20  # an epsilon query's split composition goes before a whole grid of this many points
 _SPLIT_BEFORE_HITS = 10.0  # ... where at most this many hits are expected in all (T q)
 _SPLIT_BEFORE_WHOLE = 2**22  # ... and, for the whole interval (the first direction), before a grid of this many

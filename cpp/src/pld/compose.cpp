@@ -461,6 +461,12 @@ std::size_t ComposedPld::memory_bytes() const {
   return size_ * sizeof(double) * 9;
 }
 
+std::size_t ComposedPld::held_bytes() const {
+  std::size_t held = 0;
+  for (const auto* v : {&s1_, &s2_, &s3_, &sp_, &sq_, &sp2_, &sq2_}) held += v->capacity() * sizeof(double);
+  return held;
+}
+
 double ComposedPld::window_low() const {
   if (s1_.empty()) return static_cast<double>(cells_start_) * discretization_;
   return static_cast<double>(window_start_) * discretization_;

@@ -289,6 +289,7 @@ class ComposedPld {
   double window_high() const;  // largest loss represented
   std::size_t size() const { return size_; }
   std::size_t memory_bytes() const;  // the working memory this composition held at its peak
+  std::size_t held_bytes() const;    // the memory its kept vectors hold (suffix sums, label sums)
   // Diagnostics of the FFT power (power.hpp): frequencies recomputed in extended precision,
   // and whether only a bulk of some step was (the rest through its own transform).
   bool shared_labels() const { return shared_; }
