@@ -13,6 +13,7 @@ import threading
 import pytest
 
 from dpacct.pld import PLDAccountant, clear_cache, kept_memory, release_memory
+from dpacct import _core
 from dpacct.pld import accountant as pld_accountant
 
 # At most 64 MiB of vectors and two workspaces of at most 32 MiB each (dpacct/cached.hpp, power.hpp).
@@ -140,3 +141,33 @@ def test_a_repeated_query_finds_its_compositions(monkeypatch: pytest.MonkeyPatch
     assert built >= 2 and 0 < _held(acct) <= pld_accountant._KEPT_COMPOSED_BYTES
     assert acct.epsilon_bounds(1e-5) == first
     assert len(made_room) == built
+
+
+def test_a_query_scope_keeps_larger_workspaces_and_trims_them_when_it_ends() -> None:
+    # A grid of 2^20 points: an FFT workspace of about 72 MB, above the 32 MiB kept between queries.
+    query = (0.5, 1e-3, 100_000, 1e-6, 2e-5)
+    release_memory()
+    outside = _bounds(*query)  # (epsilon_bounds opens and closes its own scope)
+    assert kept_memory() <= _MOST_KEPT
+    _core.pld.hold_memory(True)
+    try:
+        inside = _bounds(*query)
+        held = kept_memory()
+    finally:
+        _core.pld.hold_memory(False)
+    assert inside == outside
+    assert held - kept_memory() >= 32 << 20  # the workspace, kept within the scope, freed when it ended
+    assert kept_memory() <= _MOST_KEPT
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_the_query_scope_does_not_change_the_answer(query: tuple[float, float, int, float, float]) -> None:
+    # Within a scope the compositions take blocks, workspaces and plans of any size from the ones before
+    # (holding the previous numbers); without one (the undecorated method) only the between-query ones.
+    sigma, q, steps, delta, accuracy = query
+    scoped = _bounds(*query)
+    release_memory()
+    clear_cache()
+    acct = PLDAccountant(relative_accuracy=accuracy).step(noise_multiplier=sigma, sampling_probability=q, count=steps)
+    bare = PLDAccountant.epsilon_bounds.__wrapped__(acct, delta)  # type: ignore[attr-defined]
+    assert (float(bare.lower), float(bare.upper)) == scoped

@@ -472,6 +472,20 @@ void bind_pld(py::module_& m) {
       "kept_memory", []() { return dpacct::cached_bytes() + dpacct::pld::pooled_workspace_bytes(); },
       "Bytes of grid-sized blocks kept between queries (dpacct/cached.hpp, the pooled workspaces).");
   pld.def(
+      "hold_memory",
+      [](bool hold) {
+        if (hold) {
+          dpacct::hold_begin();
+        } else if (dpacct::hold_end()) {
+          dpacct::fft::release_large_plan();
+          dpacct::pld::trim_workspaces();  // first: their label vectors return to the cache
+          dpacct::trim_cached();
+        }
+      },
+      "hold"_a,
+      "Opens (True) or closes (False) a query scope: within one, grid-sized blocks and workspaces of any size are "
+      "kept for the query's next compositions; closing the outermost trims them to the between-query limits.");
+  pld.def(
       "release_memory",
       []() {
         dpacct::pld::release_workspaces();  // first: their vectors return to the cache

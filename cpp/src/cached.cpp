@@ -1,5 +1,6 @@
 #include "dpacct/cached.hpp"
 
+#include <atomic>
 #include <deque>
 #include <mutex>
 #include <utility>
@@ -13,6 +14,11 @@ struct Cache {
   std::deque<std::pair<std::size_t, void*>> blocks;  // (bytes, block), the oldest first
   std::size_t bytes = 0;
 };
+
+std::atomic<int>& scopes() {
+  static std::atomic<int> open{0};
+  return open;
+}
 
 Cache& cache() {
   static Cache* const instance = new Cache();  // never destroyed: blocks may be released during exit
@@ -53,7 +59,8 @@ void* cached_allocate(std::size_t bytes) {
 
 void cached_release(void* block, std::size_t bytes) noexcept {
   if (block == nullptr) return;
-  if (bytes > kCachedAtMost) {
+  const std::size_t most = holding() ? kCachedDuringQuery : kCachedAtMost;
+  if (bytes > most) {
     ::operator delete(block);
     return;
   }
@@ -67,8 +74,20 @@ void cached_release(void* block, std::size_t bytes) noexcept {
       return;
     }
     c.bytes += bytes;
-    while (c.bytes > kCachedAtMost) free_oldest(c);
+    while (c.bytes > most) free_oldest(c);
   }
+}
+
+void hold_begin() noexcept { scopes().fetch_add(1); }
+
+bool hold_end() noexcept { return scopes().fetch_sub(1) == 1; }
+
+bool holding() noexcept { return scopes().load() > 0; }
+
+void trim_cached() noexcept {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  while (c.bytes > kCachedAtMost) free_oldest(c);
 }
 
 std::size_t cached_bytes() noexcept {

@@ -1,5 +1,7 @@
 #include "dpacct/fft.hpp"
 
+#include "dpacct/cached.hpp"
+
 #include <algorithm>
 #include <cfloat>
 #include <map>
@@ -335,14 +337,35 @@ void RealPlan::inverse(const std::vector<std::complex<double>>& spectrum, std::v
   }
 }
 
-const RealPlan* cached_real_plan(std::size_t n) {
-  if (n > kCachedPlanMax) return nullptr;
-  // Per thread: a plan's work vector must not be shared between threads.
-  thread_local std::map<std::size_t, std::unique_ptr<RealPlan>> plans;
-  std::unique_ptr<RealPlan>& slot = plans[n];
-  if (!slot) slot = std::make_unique<RealPlan>(n);
-  return slot.get();
+namespace {
+// The calling thread's large plan kept for a query scope (real_plan).
+std::shared_ptr<const RealPlan>& large_plan() {
+  thread_local std::shared_ptr<const RealPlan> plan;
+  return plan;
 }
+}  // namespace
+
+std::shared_ptr<const RealPlan> real_plan(std::size_t n) {
+  // Per thread: a plan's work vector must not be shared between threads.
+  if (n <= kCachedPlanMax) {
+    thread_local std::map<std::size_t, std::shared_ptr<const RealPlan>> plans;
+    std::shared_ptr<const RealPlan>& slot = plans[n];
+    if (!slot) slot = std::make_shared<const RealPlan>(n);
+    return slot;
+  }
+  std::shared_ptr<const RealPlan>& large = large_plan();
+  if (!holding()) {
+    large.reset();
+    return std::make_shared<const RealPlan>(n);
+  }
+  if (!large || large->size() != n) {
+    large.reset();  // (first: a caller still holding the old one keeps it alive, and no one else does)
+    large = std::make_shared<const RealPlan>(n);
+  }
+  return large;
+}
+
+void release_large_plan() noexcept { large_plan().reset(); }
 
 double error_bound(std::size_t n) {
   double log2n = 0.0;

@@ -75,8 +75,8 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Hashable
-from typing import Any, NamedTuple
+from collections.abc import Callable, Hashable
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -568,6 +568,29 @@ def allocation_laws(noise_multiplier: float, steps: int) -> Any:
                                      _ALLOCATION_TAIL, _ALLOCATION_CELLS)
 
 
+_Query = TypeVar("_Query", bound=Callable[..., Any])
+
+
+def _holding_memory(query: _Query) -> _Query:
+    """Run ``query`` in a scope of the core's kept memory (``_core.pld.hold_memory``): its compositions reuse the
+    grid-sized blocks and FFT workspace of the ones before, of any size, and the outermost scope trims them to the
+    between-query limits (:func:`release_memory`) when it ends. Results do not depend on it.
+
+    (sigma=1.19, q=5.7e-8, T=4.8e7, delta(0.00242), five grids of up to 2^22 points: 0.83 s of its 3.96 s of CPU had
+    been the kernel zero-filling fresh pages.)
+    """
+
+    @functools.wraps(query)
+    def scoped(*args: Any, **kwargs: Any) -> Any:
+        _core.pld.hold_memory(True)
+        try:
+            return query(*args, **kwargs)
+        finally:
+            _core.pld.hold_memory(False)
+
+    return scoped  # type: ignore[return-value]
+
+
 def clear_cache() -> None:
     """Forget the steps cached across accountants (coarse guides and composite parts; see benchmarks).
 
@@ -589,8 +612,10 @@ def release_memory() -> None:
     A composition's vectors (its suffix sums, composed entries and FFT workspace) are handed to
     the next query instead of back to the system: fresh pages are zero-filled by the kernel on
     first touch, which had cost up to a quarter of a query's time. At most 64 MiB of vectors and
-    two workspaces of at most 32 MiB each are kept (larger ones are freed at once); this frees
-    them, e.g. after accounting in a long-running process. Results do not depend on it.
+    two workspaces of at most 32 MiB each are kept between queries; while a query runs, up to 512 MiB
+    of vectors, workspaces of up to 512 MiB and the FFT plan of its largest grid are kept for its next
+    compositions, and trimmed to those limits when it returns. This frees what is kept, e.g. after
+    accounting in a long-running process. Results do not depend on it.
     """
     _core.pld.release_memory()
 
@@ -2002,6 +2027,7 @@ class PLDAccountant(Accountant):
 
     # -- delta ------------------------------------------------------------------------------
 
+    @_holding_memory
     def delta_bounds(self, epsilon: ArrayLike) -> Bounds:
         """Certified ``(lower, upper)`` bounds on delta(epsilon), max over both directions.
 
@@ -2568,6 +2594,7 @@ class PLDAccountant(Accountant):
 
     # -- epsilon ----------------------------------------------------------------------------
 
+    @_holding_memory
     def epsilon_bounds(self, delta: ArrayLike) -> Bounds:
         """Certified ``(lower, upper)`` bounds on epsilon(delta), max over both directions.
 

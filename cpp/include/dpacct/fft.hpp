@@ -5,6 +5,7 @@
 
 #include <complex>
 #include <cstddef>
+#include <memory>
 #include <vector>
 
 namespace dpacct::fft {
@@ -68,11 +69,15 @@ class RealPlan {
   mutable std::vector<double> work_;  // the half-size complex transform (split_buffers)
 };
 
-// A plan of size n kept for reuse by the calling thread (building its tables costs about
-// as much as a transform), or nullptr above kCachedPlanMax: the caller builds its own
-// then. The plans kept by one thread hold at most about 24 * 2 kCachedPlanMax bytes (12 MB).
+// A plan of size n for the calling thread (building its tables costs about as much as a
+// transform). Plans up to kCachedPlanMax are kept for good (at most about 24 * 2 kCachedPlanMax
+// bytes, 12 MB, per thread); a larger one only while a query scope is open (dpacct::holding(),
+// cached.hpp), the last one built, about 24 n bytes (100 MB at 2^22 points): outside a scope
+// it is built for the caller alone. The caller holds the pointer while it uses the plan.
 constexpr std::size_t kCachedPlanMax = std::size_t{1} << 18;
-const RealPlan* cached_real_plan(std::size_t n);
+std::shared_ptr<const RealPlan> real_plan(std::size_t n);
+// Frees the calling thread's large plan kept for a query scope (see real_plan).
+void release_large_plan() noexcept;
 
 // Relative error bound (2-norm) of one transform of size n:
 // ||fl(FFT x) - FFT x|| <= error_bound(n) * ||FFT x||, from Higham, "Accuracy and

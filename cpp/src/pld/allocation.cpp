@@ -381,14 +381,11 @@ AllocationLaws allocation_laws(double noise_multiplier, long steps, double resol
   const double alias_null = bound(log_add(tail_q.log_upper(t, top), tail_q.log_lower(t, below)));
   const double alias_record = bound(log_add(tail_q.log_upper(t - 1, top - static_cast<double>(cut)), tail_q.log_lower(t - 1, below)));
 
-  std::unique_ptr<fft::RealPlan> own_plan;
+  std::shared_ptr<const fft::RealPlan> held_plan;
   const fft::RealPlan* plan = nullptr;
   if (t > 1) {
-    plan = fft::cached_real_plan(size);
-    if (plan == nullptr) {
-      own_plan = std::make_unique<fft::RealPlan>(size);
-      plan = own_plan.get();
-    }
+    held_plan = fft::real_plan(size);
+    plan = held_plan.get();
   }
   PooledWorkspace pooled;
   Workspace& ws = *pooled;

@@ -358,10 +358,8 @@ ComposedPld::ComposedPld(const std::vector<std::pair<const StepPmf*, double>>& g
   size_ = size;
   suffix_error_ = suffix_relative_error(size_);
   const std::size_t plan_size = single_ ? 2 : size_;
-  std::unique_ptr<fft::RealPlan> own_plan;
-  const fft::RealPlan* cached = fft::cached_real_plan(plan_size);
-  if (cached == nullptr) own_plan = std::make_unique<fft::RealPlan>(plan_size);
-  const fft::RealPlan& plan = cached != nullptr ? *cached : *own_plan;
+  const std::shared_ptr<const fft::RealPlan> held_plan = fft::real_plan(plan_size);
+  const fft::RealPlan& plan = *held_plan;
   PooledWorkspace pooled;
   Workspace& ws = *pooled;
   ws.thorough = thorough;
@@ -909,10 +907,8 @@ BlockWindow block_window(const std::vector<const Tilted*>& seqs, double count, d
 // entry's round-off (power_window's per-entry bound, plus the steps' absolute rounding).
 CachedVector<double> block_entries(const Tilted& seq, double count, const BlockWindow& w, Workspace& ws,
                                    double* error) {
-  std::unique_ptr<fft::RealPlan> own_plan;
-  const fft::RealPlan* cached = fft::cached_real_plan(w.size);
-  if (cached == nullptr) own_plan = std::make_unique<fft::RealPlan>(w.size);
-  const fft::RealPlan& plan = cached != nullptr ? *cached : *own_plan;
+  const std::shared_ptr<const fft::RealPlan> held_plan = fft::real_plan(w.size);
+  const fft::RealPlan& plan = *held_plan;
   CachedVector<double> c;
   double norm_error = 0.0;
   *error = 0.0;

@@ -449,6 +449,18 @@ void release_workspaces() noexcept {
   pool.kept.clear();
 }
 
+void trim_workspaces() noexcept {
+  WorkspacePool& pool = workspace_pool();
+  std::vector<std::unique_ptr<Workspace>> dropped;  // freed outside the lock (their label vectors return to the cache)
+  {
+    std::lock_guard<std::mutex> lock(pool.mutex);
+    for (auto& ws : pool.kept) {
+      if (workspace_bytes(*ws) > kPooledWorkspaceBytes) dropped.push_back(std::move(ws));
+    }
+    pool.kept.erase(std::remove(pool.kept.begin(), pool.kept.end(), nullptr), pool.kept.end());
+  }
+}
+
 std::size_t pooled_workspace_bytes() noexcept {
   WorkspacePool& pool = workspace_pool();
   std::lock_guard<std::mutex> lock(pool.mutex);
@@ -471,7 +483,8 @@ PooledWorkspace::PooledWorkspace() {
 }
 
 PooledWorkspace::~PooledWorkspace() {
-  if (!ws_ || workspace_bytes(*ws_) > kPooledWorkspaceBytes) return;  // (freed by ws_)
+  const std::size_t most = holding() ? kPooledDuringQuery : kPooledWorkspaceBytes;
+  if (!ws_ || workspace_bytes(*ws_) > most) return;  // (freed by ws_)
   WorkspacePool& pool = workspace_pool();
   std::lock_guard<std::mutex> lock(pool.mutex);
   if (pool.kept.size() < kPooledWorkspaces) {

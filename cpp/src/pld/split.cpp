@@ -537,10 +537,8 @@ SplitComposedPld::MSet SplitComposedPld::build_m(const StepPmf& coarse, const St
                                                  double rare_tilt) {
   const double h_max = static_cast<double>(rare_max_);
   const MParts parts = m_parts(coarse, rare);
-  std::unique_ptr<fft::RealPlan> own_plan;
-  const fft::RealPlan* cached = fft::cached_real_plan(size_);
-  if (cached == nullptr) own_plan = std::make_unique<fft::RealPlan>(size_);
-  const fft::RealPlan& plan = cached != nullptr ? *cached : *own_plan;
+  const std::shared_ptr<const fft::RealPlan> held_plan = fft::real_plan(size_);
+  const fft::RealPlan& plan = *held_plan;
   const double eta = fft::error_bound(size_);
   const auto n_mod = static_cast<long>(size_);
   const double lgamma_t = std::lgamma(count + 1.0);

@@ -72,7 +72,11 @@ struct Workspace {
 // Thread-safe; release_workspaces() frees the pooled ones.
 constexpr std::size_t kPooledWorkspaceBytes = std::size_t{32} << 20;
 constexpr std::size_t kPooledWorkspaces = 2;
+// While a query runs (dpacct::holding(), cached.hpp) workspaces of up to kPooledDuringQuery bytes are kept
+// too (about 287 MB at 2^22 points); trim_workspaces() frees those above kPooledWorkspaceBytes after it.
+constexpr std::size_t kPooledDuringQuery = std::size_t{512} << 20;
 void release_workspaces() noexcept;
+void trim_workspaces() noexcept;
 std::size_t pooled_workspace_bytes() noexcept;  // the bytes the pool holds now
 class PooledWorkspace {
  public:
