@@ -613,8 +613,8 @@ def release_memory() -> None:
     the next query instead of back to the system: fresh pages are zero-filled by the kernel on
     first touch, which had cost up to a quarter of a query's time. At most 64 MiB of vectors and
     two workspaces of at most 32 MiB each are kept between queries; while a query runs, up to 512 MiB
-    of vectors, workspaces of up to 512 MiB and the FFT plan of its largest grid are kept for its next
-    compositions, and trimmed to those limits when it returns. This frees what is kept, e.g. after
+    of vectors, one larger workspace (up to 512 MiB) and the FFT plan of its last large grid are kept for
+    its next compositions, and trimmed to those limits when it returns. This frees what is kept, e.g. after
     accounting in a long-running process. Results do not depend on it.
     """
     _core.pld.release_memory()

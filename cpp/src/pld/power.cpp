@@ -484,9 +484,18 @@ PooledWorkspace::PooledWorkspace() {
 
 PooledWorkspace::~PooledWorkspace() {
   const std::size_t most = holding() ? kPooledDuringQuery : kPooledWorkspaceBytes;
-  if (!ws_ || workspace_bytes(*ws_) > most) return;  // (freed by ws_)
+  if (!ws_) return;
+  const std::size_t bytes = workspace_bytes(*ws_);
+  if (bytes > most) return;  // (freed by ws_)
   WorkspacePool& pool = workspace_pool();
   std::lock_guard<std::mutex> lock(pool.mutex);
+  if (bytes > kPooledWorkspaceBytes) {
+    // Within a query at most one workspace above the between-query size: two compositions that held one each
+    // at once (a split composition's parts) would otherwise keep the second idle under every later one.
+    for (const auto& kept : pool.kept) {
+      if (workspace_bytes(*kept) > kPooledWorkspaceBytes) return;
+    }
+  }
   if (pool.kept.size() < kPooledWorkspaces) {
     try {
       pool.kept.push_back(std::move(ws_));

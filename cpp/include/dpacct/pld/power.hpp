@@ -72,8 +72,8 @@ struct Workspace {
 // Thread-safe; release_workspaces() frees the pooled ones.
 constexpr std::size_t kPooledWorkspaceBytes = std::size_t{32} << 20;
 constexpr std::size_t kPooledWorkspaces = 2;
-// While a query runs (dpacct::holding(), cached.hpp) workspaces of up to kPooledDuringQuery bytes are kept
-// too (about 287 MB at 2^22 points); trim_workspaces() frees those above kPooledWorkspaceBytes after it.
+// While a query runs (dpacct::holding(), cached.hpp) one workspace of up to kPooledDuringQuery bytes is kept
+// too (about 287 MB at 2^22 points); trim_workspaces() frees it after the query.
 constexpr std::size_t kPooledDuringQuery = std::size_t{512} << 20;
 void release_workspaces() noexcept;
 void trim_workspaces() noexcept;
