@@ -143,9 +143,12 @@ def test_a_repeated_query_finds_its_compositions(monkeypatch: pytest.MonkeyPatch
     assert len(made_room) == built
 
 
-def test_a_query_scope_keeps_larger_workspaces_and_trims_them_when_it_ends() -> None:
+@pytest.mark.parametrize("unmatched_end_first", [False, True])
+def test_a_query_scope_keeps_larger_workspaces_and_trims_them_when_it_ends(unmatched_end_first: bool) -> None:
     # A grid of 2^20 points: an FFT workspace of about 72 MB, above the 32 MiB kept between queries.
     query = (0.5, 1e-3, 100_000, 1e-6, 2e-5)
+    if unmatched_end_first:
+        _core.pld.hold_memory(False)  # an end without its begin changes nothing (the count stays at 0)
     release_memory()
     outside = _bounds(*query)  # (epsilon_bounds opens and closes its own scope)
     assert kept_memory() <= _MOST_KEPT
@@ -171,3 +174,4 @@ def test_the_query_scope_does_not_change_the_answer(query: tuple[float, float, i
     acct = PLDAccountant(relative_accuracy=accuracy).step(noise_multiplier=sigma, sampling_probability=q, count=steps)
     bare = PLDAccountant.epsilon_bounds.__wrapped__(acct, delta)  # type: ignore[attr-defined]
     assert (float(bare.lower), float(bare.upper)) == scoped
+

@@ -80,7 +80,13 @@ void cached_release(void* block, std::size_t bytes) noexcept {
 
 void hold_begin() noexcept { scopes().fetch_add(1); }
 
-bool hold_end() noexcept { return scopes().fetch_sub(1) == 1; }
+bool hold_end() noexcept {
+  // (Never below 0: an end without its begin changes nothing.)
+  int open = scopes().load();
+  while (open > 0 && !scopes().compare_exchange_weak(open, open - 1)) {
+  }
+  return open == 1;  // the value replaced, where one was
+}
 
 bool holding() noexcept { return scopes().load() > 0; }
 
