@@ -483,8 +483,9 @@ void bind_pld(py::module_& m) {
         }
       },
       "hold"_a,
-      "Opens (True) or closes (False) a query scope: within one, grid-sized blocks and workspaces of any size are "
-      "kept for the query's next compositions; closing the outermost trims them to the between-query limits.");
+      "Opens (True) or closes (False) a query scope: within one, grid-sized blocks (up to 512 MiB), one larger FFT "
+      "workspace and the calling thread's last large FFT plan are kept for the query's next compositions; closing the "
+      "outermost trims them to the between-query limits (an end without its begin changes nothing).");
   pld.def(
       "release_memory",
       []() {
