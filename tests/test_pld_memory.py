@@ -1,8 +1,10 @@
-"""The grid-sized memory the core keeps between queries: bounded, freed on request, never in the results.
+"""The grid-sized memory the core keeps between queries and within one (its query scope), and the compositions an
+accountant keeps (within a byte budget): bounded, freed on request or when the scope ends, never in the results.
 
 Reused blocks hold the previous query's numbers, so a composition that read an entry before
 writing it would answer differently after another query than in a fresh state: each check
-compares a query's bounds to the bit with and without kept memory from a different query.
+compares a query's bounds to the bit with and without kept memory from a different query, with and
+without a query scope, and with every composition forgotten before the next.
 """
 
 from __future__ import annotations
