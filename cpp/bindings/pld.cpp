@@ -520,13 +520,25 @@ void bind_pld(py::module_& m) {
       "Test hook: the certified lower end of a connect-the-dots cell's fraction at its lower loss a.");
   pld.def(
       "tilt_sequence",
-      [](const Array& log_mass, long low, double slope, double discretization) {
-        const dpacct::pld::Tilted t = dpacct::pld::tilt_sequence(to_vector(log_mass, "log_mass"), low, slope, discretization);
-        return py::make_tuple(to_array(t.p), t.log_norm, t.max_rounding, t.absolute_rounding);
+      [](const Array& log_mass, long low, double slope, double discretization, double mean_count) {
+        const dpacct::pld::Tilted t = dpacct::pld::tilt_sequence(to_vector(log_mass, "log_mass"), low, slope,
+                                                                 discretization, nullptr, mean_count);
+        return py::make_tuple(to_array(t.p), t.log_norm, t.max_rounding, t.absolute_rounding, t.log_mean_low,
+                              t.log_mean_high, t.spread, t.log_total);
       },
-      "log_mass"_a, "low"_a, "slope"_a, "discretization"_a,
+      "log_mass"_a, "low"_a, "slope"_a, "discretization"_a, "mean_count"_a = 0.0,
       "Test hook: the composer's tilted, normalised entries (entries, log normaliser, relative rounding of the "
-      "entries at >= e^-50 of the total, summed absolute rounding of the others).");
+      "entries at >= e^-50 of the total, summed absolute rounding of the others, the interval of the log mean "
+      "rounding, the spread about it and the log total; with mean_count > 0 the mean from double-double entries "
+      "as for a step composed that many times).");
+  pld.def(
+      "exp_double_double",
+      [](double hi, double lo) {
+        double out_hi = 0.0, out_lo = 0.0;
+        dpacct::pld::exp_double_double(hi, lo, &out_hi, &out_lo);
+        return py::make_tuple(out_hi, out_lo);
+      },
+      "hi"_a, "lo"_a = 0.0, "Test hook: e^{hi + lo} as a double-double, |hi| <= 600, |lo| <= 1e-10.");
   pld.def(
       "log_power_sum",
       [](const Array& mass, const Array& slope_steps) {

@@ -68,6 +68,10 @@ double climb(F value, long start, long n) {
 // millisecond against the composition's tens of milliseconds).
 constexpr long kScanFrom = 1L << 16;
 
+// The label sequences of steps composed at least this many times carry their mean rounding
+// (tilt_sequence's `mean`, ComposedPld::test_terms); below it the factor (1 + r)^T costs little.
+constexpr double kMeanFrom = 2.0;
+
 // The i among about 4096 evenly spaced ones in [from, to] with the largest value(i): a third
 // start for climb(), where the tests between the other two are flat (0) over far more than its
 // 64-entry stride. (At sigma=0.635, q=2.8e-6, T=3.4e5 the crossing lay at the end of the
@@ -231,11 +235,13 @@ ComposedPld::ComposedPld(const std::vector<std::pair<const StepPmf*, double>>& g
     const double d = discretization_;
     has_upper_ = has_upper_ && step->has_upper;
     upper.push_back(tilt_sequence(step->log_upper, step->upper_low, tilt, d));
-    cells_p.push_back(tilt_sequence(step->log_p, step->label_low, tilt, d));
-    cells_q.push_back(tilt_sequence(step->log_q, step->label_low, tilt + 1.0, d));
+    // The label sequences' mean rounding where the steps repeat (ComposedPld::SumBounds).
+    const double mean = lower && count >= kMeanFrom ? count : 0.0;
+    cells_p.push_back(tilt_sequence(step->log_p, step->label_low, tilt, d, nullptr, mean));
+    cells_q.push_back(tilt_sequence(step->log_q, step->label_low, tilt + 1.0, d, nullptr, mean));
     if (shared_) {
-      mid_p.push_back(tilt_sequence(step->log_q_mid, step->label_low, tilt, d, &step->own_mid));
-      mid_q.push_back(tilt_sequence(step->log_q_mid, step->label_low, tilt + 1.0, d));
+      mid_p.push_back(tilt_sequence(step->log_q_mid, step->label_low, tilt, d, &step->own_mid, mean));
+      mid_q.push_back(tilt_sequence(step->log_q_mid, step->label_low, tilt + 1.0, d, nullptr, mean));
       log_shift_p2_ += count * mid_p.back().log_norm;
       log_shift_q2_ += count * mid_q.back().log_norm;
       log_rounding2_ += count * std::max(mid_p.back().max_rounding, mid_q.back().max_rounding);
@@ -414,14 +420,13 @@ ComposedPld::ComposedPld(const std::vector<std::pair<const StepPmf*, double>>& g
     while (reliable_high_ + 1 < static_cast<long>(size_) && reliable(reliable_high_ + 1)) ++reliable_high_;
     // The error and rounding terms every threshold test uses, once (the composers built on
     // this one query thousands of tests: the exponentials here had been half their cost).
-    test_terms(entry_error_p_, entry_error_q_, log_rounding_, &err_p_, &err_q_, &factor_p_, &factor_q_, &factor_p_up_);
+    test_terms(entry_error_p_, entry_error_q_, log_rounding_, pp, pq, counts, &bounds_p_, &bounds_q_);
     total_q_ = std::exp(log_mass_q_) * (1.0 + 8.0 * kU);
     if (shared_) {
       // The shared labels on the same window (their entries reuse cp and cq: only the sums are kept).
       compose_labels(mp, mq, absolute_p2, absolute_q2, log_rounding2_, cp, cq, &entry_error_p2_, &entry_error_q2_,
                      &sp2_, &sq2_);
-      test_terms(entry_error_p2_, entry_error_q2_, log_rounding2_, &err_p2_, &err_q2_, &factor_p2_, &factor_q2_,
-                 &factor_p2_up_);
+      test_terms(entry_error_p2_, entry_error_q2_, log_rounding2_, mp, mq, counts, &bounds_p2_, &bounds_q2_);
       // prod (1 + rho_t) lies in [(1 - eta)^T, (1 + eta)^T], e^N in [e^-nu_T, e^nu_T]
       // (each rounded outward), so P(A) <= P~(A) e^{nu_T} / (1 - eta)^T and Q(A) <= Q~(A) / (1 - eta)^T.
       const double round = 1.0 + 16.0 * kU;
@@ -443,14 +448,68 @@ ComposedPld::ComposedPld(const std::vector<std::pair<const StepPmf*, double>>& g
   }
 }
 
-void ComposedPld::test_terms(double entry_p, double entry_q, double log_rounding, double* err_p, double* err_q,
-                             double* factor_p, double* factor_q, double* factor_p_up) const {
+// The steps' rounding in a long composition. Step t's computed entries are p~_j = p_j g_j, where
+// p_j = e^{x_j} are the exact ones (the small entries, whose error is absolute and charged apart,
+// taken with g_j = 1), |g_j - 1| <= r (Tilted::max_rounding). Charged as a factor, a test's sums
+// are within (1 +- r)^T: at T = 2.6e7 (sigma=7.9, q=1.2e-8) that is 1.2e-8 of masses near 0.05 whose
+// difference, delta, is 1.7e-7, and the lower bound lost 1.4 % of delta to it. But the errors do not
+// add up along a path as the worst case would: with pi the normalised exact step law (Z its total,
+// M the computed total, rho = M / Z = E_pi[g]), h = g / rho, H = prod_t h_{j_t} and f the suffix
+// sum's weights (in [0, 1]), the computed composition's exact sum is
+//   S~ = prod_t M_t E_pi[f H] = prod_t (rho_t Z_t) (E_pi[f] + E_pi[f (H - 1)]),
+// and the true one is S = prod_t Z_t E_pi[f]. E_pi[H] = 1 and E_pi[(H - 1)^2] = prod_t (1 + V_t) - 1
+// <= e^{sum V_t} - 1 = W (the steps are independent under pi; V_t = Var_pi(h) <= spread^2), so by
+// Cauchy-Schwarz, with E_pi[f^2] <= E_pi[f] = S / prod Z_t,
+//   |S~ - prod rho_t Z_t E_pi[f]| <= sqrt(prod_t M_t rho_t S W),
+// and S = prod rho_t^{-1} (S~ -+ that). tilt_sequence computes log rho_t to about 1e-26
+// (Tilted::log_mean_low) where asked: the factor then costs T 1e-26 and the deviation sqrt(T) spread
+// of the scale, 5e-12 at T = 2.6e7, against the 1.2e-8 of the factor. S itself, under the root, is
+// bounded by the factor form.
+void ComposedPld::test_terms(double entry_p, double entry_q, double log_rounding,
+                             const std::vector<const Tilted*>& seq_p, const std::vector<const Tilted*>& seq_q,
+                             const std::vector<double>& counts, SumBounds* p, SumBounds* q) const {
   const double d = discretization_;
-  *err_p = entry_p * weight_norm(tilt_, d, size_) + 2.0 * std::exp(log_tail_c_);
-  *err_q = entry_q * weight_norm(tilt_ + 1.0, d, size_) + std::exp(log_tail_c_);
-  *factor_p = std::exp(-log_rounding) * (1.0 - suffix_error_);
-  *factor_q = std::exp(log_rounding) * (1.0 + suffix_error_);
-  *factor_p_up = std::exp(log_rounding) * (1.0 + suffix_error_);
+  p->err = entry_p * weight_norm(tilt_, d, size_) + 2.0 * std::exp(log_tail_c_);
+  q->err = entry_q * weight_norm(tilt_ + 1.0, d, size_) + std::exp(log_tail_c_);
+  const double round = 1.0 + 8.0 * kU;
+  auto fill = [&](const std::vector<const Tilted*>& seqs, SumBounds* b) {
+    b->low_old = std::exp(-log_rounding) * (1.0 - suffix_error_);
+    b->high_old = std::exp(log_rounding) * (1.0 + suffix_error_);
+    double a = 0.0, up = 0.0, v = 0.0, scale = 0.0;
+    for (std::size_t g = 0; g < seqs.size(); ++g) {
+      a += counts[g] * seqs[g]->log_mean_low;
+      up += counts[g] * seqs[g]->log_mean_high;
+      v += counts[g] * seqs[g]->spread * seqs[g]->spread;
+      scale += counts[g] * (seqs[g]->log_total + seqs[g]->log_mean_high);
+    }
+    // (The sums of up to 9e15 terms: within 16 u of their moduli; taken outward.)
+    a -= 16.0 * kU * std::fabs(a);
+    up += 16.0 * kU * std::fabs(up);
+    scale += 16.0 * kU * std::fabs(scale);
+    const double w = std::expm1(v * round) * round;
+    const double root = std::exp(scale) * w * round;
+    const double dev = std::sqrt(root * b->high_old) * round;
+    b->low_new = std::exp(-up) * (1.0 - suffix_error_) / round;
+    b->high_new = std::exp(-a) * (1.0 + suffix_error_) * round;
+    b->dev_low = std::exp(-up) * dev * round;
+    b->dev_high = std::exp(-a) * dev * round;
+  };
+  fill(seq_p, p);
+  fill(seq_q, q);
+}
+
+double ComposedPld::SumBounds::low(double s) const {
+  const double old = (s - err) * low_old;
+  const double root = std::sqrt(std::max(s + err, 0.0));
+  const double sharp = (s - err) * low_new * (1.0 - 4.0 * kU) - dev_low * root * (1.0 + 4.0 * kU);
+  return std::max(old, sharp);
+}
+
+double ComposedPld::SumBounds::high(double s) const {
+  const double old = (s + err) * high_old;
+  const double root = std::sqrt(std::max(s + err, 0.0));
+  const double sharp = (s + err) * high_new * (1.0 + 4.0 * kU) + dev_high * root * (1.0 + 4.0 * kU);
+  return std::min(old, sharp);
 }
 
 std::size_t ComposedPld::memory_bytes() const {
@@ -549,7 +608,7 @@ double ComposedPld::tail_p_lower(double y) const {
   if (i >= n) return 0.0;
   i = std::max(i, 0L);
   const double kd = static_cast<double>(cells_start_ + i) * d;
-  const double part = (sp_[static_cast<std::size_t>(i)] - err_p_) * factor_p_;
+  const double part = bounds_p_.low(sp_[static_cast<std::size_t>(i)]);
   if (!(part > 0.0)) return 0.0;
   return std::exp(log_shift_p_ - tilt_ * kd + std::log(part)) * (1.0 - 8.0 * kU);
 }
@@ -562,13 +621,12 @@ double ComposedPld::tail_q_upper(double y) const {
   const long i = static_cast<long>(std::ceil(y / d)) - cells_start_;
   const double total = total_q_;
   if (i <= 0) return total;  // below the window: everything may count
-  const double err_q = err_q_, factor_q = factor_q_;
   const long at = std::min(i, n - 1);
   const double kd = static_cast<double>(cells_start_ + at) * d;
   // Above the window only the Chernoff tail remains (weights e^{-(tilt+1)(K - top)D} <= 1).
-  const double part = (i < n ? sq_[static_cast<std::size_t>(at)] : 0.0) + err_q;
+  const double part = bounds_q_.high(i < n ? sq_[static_cast<std::size_t>(at)] : 0.0);
   if (!(part > 0.0)) return 0.0;
-  const double value = std::exp(log_shift_q_ - (tilt_ + 1.0) * kd + std::log(part) + std::log(factor_q)) * (1.0 + 8.0 * kU);
+  const double value = std::exp(log_shift_q_ - (tilt_ + 1.0) * kd + std::log(part)) * (1.0 + 8.0 * kU);
   return std::min(value, total);
 }
 
@@ -665,12 +723,13 @@ bool ComposedPld::shared_test(long i, double epsilon, int form, double* a, doubl
   // In linear space, so only where nothing the test subtracts can underflow (a Q~ or P-charge
   // rounded to 0 would raise it) and e^eps is a double; elsewhere the interval labels' tests,
   // taken in log space, stand alone.
-  const double log_p_up = log_p + std::log((sp + err_p2_) * factor_p2_up_ * shared_up_p_);
-  const double log_q_tilde = log_q + std::log((sq + err_q2_) * factor_q2_);
+  const double log_p_up = log_p + std::log(bounds_p2_.high(sp) * shared_up_p_);
+  const double log_q_tilde = log_q + std::log(bounds_q2_.high(sq));
   if (!(epsilon <= 700.0) || log_p_up > 700.0 || log_q_tilde > 700.0 || log_p_up < -700.0 || log_q_tilde < -700.0) {
     return false;
   }
-  const double p_low = sp - err_p2_ > 0.0 ? std::exp(log_p + std::log((sp - err_p2_) * factor_p2_)) : 0.0;
+  const double sp_low = bounds_p2_.low(sp);
+  const double p_low = sp_low > 0.0 ? std::exp(log_p + std::log(sp_low)) : 0.0;
   const double p_up = std::exp(log_p_up);
   const double q_tilde = std::exp(log_q_tilde);
   const double q_up = q_tilde * shared_up_q_;
@@ -697,8 +756,9 @@ bool ComposedPld::shared_test(long i, double epsilon, int form, double* a, doubl
   }
   // Rounding: each exponential above errs by ulps of its exponent's magnitude (relative), the
   // sums by a few u of their terms.
-  const double magnitude = std::fabs(log_p) + std::fabs(log_q) + std::fabs(std::log(std::max(sp + err_p2_, 1e-300))) +
-                           std::fabs(std::log(std::max(sq + err_q2_, 1e-300))) + std::fabs(log_rounding2_) + 8.0;
+  const double magnitude = std::fabs(log_p) + std::fabs(log_q) +
+                           std::fabs(std::log(std::max(sp + bounds_p2_.err, 1e-300))) +
+                           std::fabs(std::log(std::max(sq + bounds_q2_.err, 1e-300))) + std::fabs(log_rounding2_) + 8.0;
   *scale = 16.0 * kU * magnitude * (p_low + p_up + any_infinity_lower_ + charges);
   *scale += 16.0 * kU * magnitude * std::exp(epsilon) * (q_tilde + q_up + charges);
   return true;
@@ -708,17 +768,15 @@ double ComposedPld::lower_bound(double epsilon) const {
   if (sp_.empty()) return any_infinity_lower_;
   const double shared = shared_ ? shared_lower_bound(epsilon) : 0.0;
   const double d = discretization_;
-  const double err_p = err_p_, err_q = err_q_;
-  const double factor_p = factor_p_, factor_q = factor_q_;
   const double log_infinity = any_infinity_lower_ > 0.0 ? std::log(any_infinity_lower_) : kNegInf;
   // P(K >= j) - e^eps Q(K >= j) at j = cells_start + i (0 if negative), in log space.
   auto value_at = [&](long i) {
     const double kd = static_cast<double>(cells_start_ + i) * d;
-    const double p_part = (sp_[static_cast<std::size_t>(i)] - err_p) * factor_p;
+    const double p_part = bounds_p_.low(sp_[static_cast<std::size_t>(i)]);
     const double log_p_finite = p_part > 0.0 ? log_shift_p_ - tilt_ * kd + std::log(p_part) : kNegInf;
     const double log_p = log_add(log_p_finite, log_infinity);
     if (log_p == kNegInf) return 0.0;
-    const double q_part = (sq_[static_cast<std::size_t>(i)] + err_q) * factor_q;
+    const double q_part = bounds_q_.high(sq_[static_cast<std::size_t>(i)]);
     const double log_q = epsilon + log_shift_q_ - (tilt_ + 1.0) * kd + std::log(q_part);
     // P (1 - e^x), x = log_q - log_p. x errs by at most 32 u times the magnitudes summed
     // into the two logs, and 1 - e^x then by that much over 1 - e^x (relative): taken off,
@@ -787,21 +845,19 @@ double ComposedPld::epsilon_lower(double delta, double near) const {
   if (sp_.empty()) return 0.0;
   const double shared = shared_ ? shared_epsilon_lower(delta, near) : 0.0;
   const double d = discretization_;
-  const double err_p = err_p_, err_q = err_q_;
-  const double factor_p = factor_p_, factor_q = factor_q_;
   const double log_infinity = any_infinity_lower_ > 0.0 ? std::log(any_infinity_lower_) : kNegInf;
   const double log_delta = std::log(delta);
   auto epsilon_at = [&](long i) {
     const double kd = static_cast<double>(cells_start_ + i) * d;
-    const double p_part = (sp_[static_cast<std::size_t>(i)] - err_p) * factor_p;
+    const double p_part = bounds_p_.low(sp_[static_cast<std::size_t>(i)]);
     const double log_p_finite = p_part > 0.0 ? log_shift_p_ - tilt_ * kd + std::log(p_part) : kNegInf;
     const double log_p = log_add(log_p_finite, log_infinity);
     // log(P - delta) = log_p + log1mexp(x), x = log_delta - log_p (the rounding of x, amplified
     // by 1 / (1 - e^x), is in the margin below).
     const double x = log_delta - log_p;
     if (!(x < 0.0)) return kNegInf;
-    const double q_part = (sq_[static_cast<std::size_t>(i)] + err_q) * factor_q;
-    if (!(q_part > 0.0)) return kNegInf;  // cannot happen (err_q > 0); no test then
+    const double q_part = bounds_q_.high(sq_[static_cast<std::size_t>(i)]);
+    if (!(q_part > 0.0)) return kNegInf;  // cannot happen (the error is > 0); no test then
     const double log_q = log_shift_q_ - (tilt_ + 1.0) * kd + std::log(q_part);
     // Each log above errs by a few ulps of the magnitudes summed (taken off), and x's error
     // reaches log1mexp(x) multiplied by at most 1 / (1 - e^x). The margin is twice what

@@ -227,10 +227,134 @@ inline void two_product(double a, double b, double* p, double* e) {
   *e = al * bl - (((*p - ah * bh) - al * bh) - ah * bl);
 }
 
+// log 2 = kLog2Hi + kLog2Mid + kLog2Lo, each the nearest double to the rest (within 1e-49).
+constexpr double kLog2Hi = 6.93147180559945286227e-01;
+constexpr double kLog2Mid = 2.31904681384629955842e-17;
+constexpr double kLog2Lo = 5.70770843841621207588e-34;
+
+// a + b = s + e exactly where |a| >= |b| or a = 0 (Dekker's Fast2Sum).
+inline void fast_two_sum(double a, double b, double* s, double* e) {
+  *s = a + b;
+  *e = b - (*s - a);
+}
+
+// Double-double numbers hi + lo, |lo| <= ulp(hi) / 2, and the operations of Joldes, Muller and
+// Popescu (2017): the sum (their Algorithm 6, relative error <= 3 u^2 + 13 u^3), the product
+// (Algorithm 9 without a fused multiply-add, <= 7 u^2) and the quotient by a small integer (a
+// remainder taken exactly, then one correction: <= 4 u^2).
+struct DoubleDouble {
+  double hi = 0.0, lo = 0.0;
+};
+
+inline DoubleDouble dd_add(DoubleDouble a, DoubleDouble b) {
+  double s = 0.0, e = 0.0, t = 0.0, f = 0.0;
+  two_sum(a.hi, b.hi, &s, &e);
+  two_sum(a.lo, b.lo, &t, &f);
+  e += t;
+  fast_two_sum(s, e, &s, &e);
+  e += f;
+  fast_two_sum(s, e, &s, &e);
+  return {s, e};
+}
+
+inline DoubleDouble dd_mul(DoubleDouble a, DoubleDouble b) {
+  double p = 0.0, e = 0.0;
+  two_product(a.hi, b.hi, &p, &e);
+  e += a.hi * b.lo + a.lo * b.hi;
+  fast_two_sum(p, e, &p, &e);
+  return {p, e};
+}
+
+inline DoubleDouble dd_div(DoubleDouble a, double n) {
+  const double q = a.hi / n;
+  double p = 0.0, e = 0.0;
+  two_product(q, n, &p, &e);  // q n = p + e exactly
+  const double r = ((a.hi - p) - e + a.lo) / n;  // a.hi - p is exact (Sterbenz)
+  DoubleDouble out;
+  fast_two_sum(q, r, &out.hi, &out.lo);
+  return out;
+}
+
 }  // namespace
 
+namespace {
+
+// e^x for |x| <= 1 in double-double, slowly (the table below). Error (relative, u = 2^-53): the
+// reduced argument s = x / 1024 is exact; the Taylor polynomial's truncation is below s^9 / 9!
+// (5e-34 of m); in its Horner steps each value is within 1e-3 of 1, so the products' and quotients'
+// errors (7 u^2 and 4 u^2 of values below 1e-3) hardly count and each sum adds 3 u^2: m = s t within
+// 13 u^2. Each doubling m (2 + m) adds at most 3 u^2 + 7 u^2 m / (2 + m) <= 6 u^2 and multiplies the
+// error carried by 1 + m / (2 + m) (a product below 2.2 over the ten: m <= e - 1); 1 + m adds 3 u^2.
+// In all below 160 u^2 = 2e-30.
+DoubleDouble exp_small_slowly(double x) {
+  const DoubleDouble s{std::ldexp(x, -10), 0.0};
+  DoubleDouble t{1.0, 0.0};
+  for (int n = 8; n >= 2; --n) t = dd_add({1.0, 0.0}, dd_div(dd_mul(s, t), static_cast<double>(n)));
+  DoubleDouble m = dd_mul(s, t);  // e^s - 1
+  for (int i = 0; i < 10; ++i) m = dd_add({2.0 * m.hi, 2.0 * m.lo}, dd_mul(m, m));
+  return dd_add({1.0, 0.0}, m);
+}
+
+constexpr int kExpTable = 256;
+
+// 2^{j / 256} = e^{j log(2) / 256}, j < 256, as e^a e^b: j log2_hi = a1 + a2 exactly (Dekker's product),
+// a = a1 / 256 (exact, below 0.7), b = (a2 + j log2_mid + j log2_lo) / 256 (below 8e-17, within 1e-32
+// absolutely) and e^b = 1 + b within 1e-32 more: e^a within 2e-30, the product within 7 u^2 more.
+const std::vector<DoubleDouble>& exp_table() {
+  static const std::vector<DoubleDouble> table = [] {
+    std::vector<DoubleDouble> t(kExpTable);
+    for (int j = 0; j < kExpTable; ++j) {
+      double a1 = 0.0, a2 = 0.0;
+      two_product(static_cast<double>(j), kLog2Hi, &a1, &a2);
+      const double b = (a2 + (j * kLog2Mid + j * kLog2Lo)) / kExpTable;
+      t[static_cast<std::size_t>(j)] = dd_mul(exp_small_slowly(a1 / kExpTable), {1.0, b});
+    }
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace
+
+// Error (relative, u = 2^-53): k = round((hi + lo) 256 / log 2) and the reduced r = hi + lo - k log(2) / 256
+// in double-double (k log2_hi / 256 and k log2_mid / 256 exact products, k log2_lo / 256 rounded by 1e-46,
+// log 2's three parts within 1e-49 of it; four sums of values below 0.0014 + 1e-10, 3 u^2 of that each):
+// r within 1e-34 absolutely, e^r within as much relatively. m = r + r^2 / 2 + p: r^2 / 2 from the exact
+// square of r's high part and the cross term (rounded by u r^2 u); p = r_hi^3 (1/6 + ... + r_hi^4 / 5040)
+// in double, within 5 u of p (|p| <= 4.2e-10: 2.3e-25), truncated below r^8 / 8! (3e-28), r_hi for r
+// erring by 3 r^2 |r_lo| (below 1e-37); the two sums into m, 3 u^2 of 0.0014 each. The table entry
+// (5e-30), the product T_j m (7 u^2 of 0.0014) and the sum T_j + T_j m (3 u^2) add below 1e-31; the
+// scaling by 2^e is exact (normal results for |hi| <= 600). In all below 3e-25.
+void exp_double_double(double hi, double lo, double* out_hi, double* out_lo) {
+  if (!(std::fabs(hi) <= 600.0)) throw std::invalid_argument("exp_double_double: |hi| must be <= 600");
+  if (!(std::fabs(lo) <= 1e-10)) throw std::invalid_argument("exp_double_double: |lo| must be <= 1e-10");
+  const double k = std::nearbyint(hi * (kExpTable / kLog2Hi));
+  double p1 = 0.0, e1 = 0.0, p2 = 0.0, e2 = 0.0;
+  two_product(k, kLog2Hi / kExpTable, &p1, &e1);
+  two_product(k, kLog2Mid / kExpTable, &p2, &e2);
+  DoubleDouble r;
+  two_sum(hi, -p1, &r.hi, &r.lo);
+  r = dd_add(r, {-e1, lo});
+  r = dd_add(r, {-p2, 0.0});
+  r = dd_add(r, {-e2, -k * (kLog2Lo / kExpTable)});
+  double sq = 0.0, sq_lo = 0.0;
+  two_product(r.hi, r.hi, &sq, &sq_lo);
+  const DoubleDouble half_square{0.5 * sq, 0.5 * sq_lo + r.hi * r.lo};
+  const double x = r.hi;
+  const double p = x * x * x * (1.0 / 6 + x * (1.0 / 24 + x * (1.0 / 120 + x * (1.0 / 720 + x * (1.0 / 5040)))));
+  DoubleDouble m = dd_add(r, half_square);
+  m = dd_add(m, {p, 0.0});
+  const auto kk = static_cast<long>(k);
+  const long j = ((kk % kExpTable) + kExpTable) % kExpTable;
+  const int exponent = static_cast<int>((kk - j) / kExpTable);
+  const DoubleDouble& t = exp_table()[static_cast<std::size_t>(j)];
+  const DoubleDouble e = dd_add(t, dd_mul(t, m));
+  *out_hi = std::ldexp(e.hi, exponent);
+  *out_lo = std::ldexp(e.lo, exponent);
+}
+
 Tilted tilt_sequence(const std::vector<double>& log_mass, long low, double slope, double d,
-                     const std::vector<double>* extra) {
+                     const std::vector<double>* extra, double mean_count) {
   Tilted t;
   t.low = low;
   const std::size_t n = log_mass.size();
@@ -266,6 +390,17 @@ Tilted tilt_sequence(const std::vector<double>& log_mass, long low, double slope
   // to 1.3e-10, which the lower bound of delta(0) lost 2 % to.
   constexpr double kSmall = -50.0;
   double largest = 0.0, absolute = 0.0;
+  // For the mean rounding (Tilted::log_mean_low): each large entry's exponent r_hi + lo and size S,
+  // and the large entries' mass by depth below the total (unit bins of log), the small entries' mass.
+  const bool precise = mean_count > 0.0 && n > 0;
+  std::vector<double> ex_hi, ex_lo, ex_size;
+  std::vector<double> bins(precise ? 51 : 0, 0.0);
+  double small_sum = 0.0;
+  if (precise) {
+    ex_hi.assign(n, 0.0);
+    ex_lo.assign(n, 0.0);
+    ex_size.assign(n, 0.0);
+  }
   // slope D = c_hi + c_lo exactly, and c_hi = c1 + c2 with 26 significant bits each, so that
   // k c1 and k c2 are exact for |k| < 2^26: slope k D = k c1 + k c2 + k c_lo (the last rounds
   // by u^2 |slope k D|). Longer sequences take Dekker's product per entry.
@@ -304,7 +439,14 @@ Tilted tilt_sequence(const std::vector<double>& log_mass, long low, double slope
     const double own = std::fabs(log_mass[j]) + std::fabs(added(j)) + std::fabs(slope * kd);
     if (logs[j] - t.log_norm >= kSmall) {
       largest = std::max(largest, own);
+      if (precise) {
+        ex_hi[j] = r_hi;
+        ex_lo[j] = lo;
+        ex_size[j] = own + std::fabs(t.log_norm) + 4.0;
+        bins[static_cast<std::size_t>(std::clamp(std::floor(t.log_norm - logs[j]), 0.0, 50.0))] += t.p[j];
+      }
     } else {
+      small_sum += t.p[j];
       const double rounding = 2.0 * kU * (own + std::fabs(t.log_norm) + 4.0);
       absolute += std::max(t.p[j], std::numeric_limits<double>::denorm_min()) * rounding * 2.0;
     }
@@ -313,6 +455,58 @@ Tilted tilt_sequence(const std::vector<double>& log_mass, long low, double slope
   const double size = largest + std::fabs(t.log_norm) + 4.0;
   t.max_rounding = 4.0 * kU + 4.0 * kU * kU * size * (1.0 + size);
   t.absolute_rounding = absolute * (1.0 + 1e-6);
+  const double r = t.max_rounding;
+  t.log_mean_low = std::log1p(-r) * (1.0 + 4.0 * kU);
+  t.log_mean_high = std::log1p(r) * (1.0 + 4.0 * kU);
+  t.spread = 2.0 * r / (1.0 - r) * (1.0 + 8.0 * kU);
+  double total = 0.0;
+  for (std::size_t j = 0; j < n; ++j) total += t.p[j];
+  const double total_up = total * (1.0 + static_cast<double>(n + 2) * kU) + t.absolute_rounding;
+  t.log_total = std::log(total_up) + 4.0 * kU * (1.0 + std::fabs(std::log(total_up)));
+  if (precise) {
+    // rho - 1 = D / Z, D = sum_large (p~_j - p_j), Z = sum_j p_j. The large entries down to a depth
+    // whose deeper ones hold at most 1e-14 / (mean_count r) of the mass are taken exactly: e^{r_hi + lo}
+    // by exp_double_double (the exponent within 6 u^2 S of the true one: lo's own roundings), and the
+    // computed entry's excess over it. The deeper ones count at their worst, r of their mass each. The
+    // computed D errs by the exact entries' errors, each excess's rounding (u of it), the recursive
+    // sum's (count u of the moduli) and the deeper ones; Z = exact + deeper + small within the exact
+    // entries' errors, the deeper ones' rounding, the sums' roundings (n u) and the small entries'
+    // absolute rounding.
+    const double allowed = 1e-14 / (mean_count * r) * total;
+    std::size_t depth = bins.size();
+    double deeper = 0.0;
+    while (depth > 0 && deeper + bins[depth - 1] <= allowed) deeper += bins[--depth];
+    double excess_sum = 0.0, excess_abs = 0.0, exact_sum = 0.0, exact_error = 0.0;
+    std::size_t exact_count = 0;
+    for (std::size_t j = 0; j < n && depth > 0; ++j) {
+      if (log_mass[j] == kNegInf || logs[j] - t.log_norm < kSmall) continue;
+      if (std::floor(t.log_norm - logs[j]) >= static_cast<double>(depth)) continue;
+      DoubleDouble x;
+      exp_double_double(ex_hi[j], ex_lo[j], &x.hi, &x.lo);
+      const double excess = (t.p[j] - x.hi) - x.lo;  // (t.p[j] - x.hi is exact: Sterbenz)
+      excess_sum += excess;
+      excess_abs += std::fabs(excess);
+      exact_sum += x.hi;
+      exact_error += (kExpDoubleDoubleError + 16.0 * kU * kU * (1.0 + ex_size[j])) * x.hi;
+      ++exact_count;
+    }
+    const double count = static_cast<double>(exact_count);
+    const double worst = r / (1.0 - r) * deeper * 1.01;
+    const double d_error = exact_error * 1.01 + (count + 2.0) * kU * excess_abs * 1.01 + worst;
+    const double z = exact_sum + deeper + small_sum;
+    const double z_error = exact_error * 1.01 + worst + (static_cast<double>(n) + 2.0) * kU * z + t.absolute_rounding;
+    if (exact_count > 0 && z - z_error > 0.5 * z) {
+      const double x = excess_sum / z;
+      const double w = (d_error + std::fabs(excess_sum) * z_error / z) / (z - z_error) + 4.0 * kU * std::fabs(x);
+      const double margin = 2.0 * kU * (std::fabs(x) + w);
+      const double y_low = x - w - margin, y_high = x + w + margin;
+      // log(1 + y) <= y, and >= y - y^2 for y >= -1/2; the last sum's rounding within 4 u |y|.
+      if (y_low > -0.5) {
+        t.log_mean_low = std::max(t.log_mean_low, y_low - y_low * y_low - 4.0 * kU * std::fabs(y_low));
+        t.log_mean_high = std::min(t.log_mean_high, y_high);
+      }
+    }
+  }
   return t;
 }
 

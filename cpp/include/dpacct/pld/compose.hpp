@@ -303,11 +303,25 @@ class ComposedPld {
   long crossing(double epsilon) const;  // where the label tests are best (see compose.cpp)
   // The best certified lower bound on epsilon(delta) from the threshold tests near `near`.
   double epsilon_lower(double delta, double near) const;
-  // A label set's test terms from its entries' error bounds and rounding (the composed window's
-  // aliasing and suffix-sum error included): the suffix sums' errors for P and Q, and the
-  // rounding factors taking P low, Q high and P high.
-  void test_terms(double entry_p, double entry_q, double log_rounding, double* err_p, double* err_q,
-                  double* factor_p, double* factor_q, double* factor_p_up) const;
+  // Bounds on one label kind's true weighted suffix sums (tilted units, weights in [0, 1]) from a
+  // computed one s, whose error is `err` (the transforms' entries, the aliased mass) and a relative
+  // suffix error. The steps' rounding enters either as the factor e^{-+R}, R = sum count max_rounding,
+  // or as the composed mean rounding (a factor in [e^{-B}, e^{-A}], A and B the sums of count times the
+  // steps' log_mean_low and log_mean_high) and a deviation of at most sqrt(root S), S the true sum
+  // (compose.cpp). low(s) and high(s) take the better of the two.
+  struct SumBounds {
+    double err = 0.0;
+    double low_old = 1.0, high_old = 1.0;  // e^{-R} (1 - suffix error), e^{R} (1 + suffix error)
+    double low_new = 0.0, high_new = 0.0;  // e^{-B} (1 - suffix error), e^{-A} (1 + suffix error)
+    double dev_low = 0.0, dev_high = 0.0;  // e^{-B} and e^{-A} times sqrt(root high_old)
+    double low(double s) const;
+    double high(double s) const;
+  };
+  // A label set's bounds for its P and Q sums, from its entries' error bounds and rounding and its
+  // steps' sequences (the composed window's aliasing and suffix-sum error included).
+  void test_terms(double entry_p, double entry_q, double log_rounding, const std::vector<const Tilted*>& seq_p,
+                  const std::vector<const Tilted*>& seq_q, const std::vector<double>& counts, SumBounds* p,
+                  SumBounds* q) const;
   // The best of value(i) over the threshold tests near epsilon e (compose.cpp).
   template <class F>
   double best_test(F value, double e, bool exhaustive) const;
@@ -353,16 +367,16 @@ class ComposedPld {
   // Set once composed (see the constructor): upper_finite's round-off charge and its log, and
   // the threshold tests' error terms and rounding factors (P low, Q high) and Q's total.
   double charge_u_ = 0.0, log_charge_u_ = 0.0;
-  double err_p_ = 0.0, err_q_ = 0.0, factor_p_ = 1.0, factor_q_ = 1.0, total_q_ = 0.0;
-  double factor_p_up_ = 1.0;  // the P-labels' rounding factor taken high
+  SumBounds bounds_p_, bounds_q_;
+  double total_q_ = 0.0;
   // Shared labels: gamma = (1 + eta)^T - 1, kappa = e^{nu_T} - 1, the factors from the computed
   // P~, Q~ to upper bounds on the true P(A) and Q(A), and TV <= delta_u(0).
   bool shared_ = false;
   // ... and their composed sequences, as sp_ and sq_ with their own terms.
   CachedVector<double> sp2_, sq2_;
   double log_shift_p2_ = 0.0, log_shift_q2_ = 0.0, log_rounding2_ = 0.0;
-  double entry_error_p2_ = 0.0, entry_error_q2_ = 0.0, err_p2_ = 0.0, err_q2_ = 0.0;
-  double factor_p2_ = 1.0, factor_q2_ = 1.0, factor_p2_up_ = 1.0;
+  double entry_error_p2_ = 0.0, entry_error_q2_ = 0.0;
+  SumBounds bounds_p2_, bounds_q2_;
   double shared_gamma_ = 0.0, shared_kappa_ = 0.0, shared_up_p_ = 1.0, shared_up_q_ = 1.0;
   double shared_kappa_w_ = 0.0, shared_kappa_n_ = 0.0;                  // (compose.cpp)
   double shared_w_p_ = 0.0, shared_w_pq_ = 0.0, shared_w_q_ = 0.0;
