@@ -120,6 +120,22 @@ def test_a_finer_band_once_the_aim_is_right(monkeypatch: pytest.MonkeyPatch) -> 
     assert other_lower <= upper and lower <= other_upper
 
 
+@pytest.mark.parametrize(
+    ("sigma", "q", "steps", "delta", "before"),
+    [(0.451, 3.43e-8, 91838, 2.27e-5, (6.0533e-5, 6.1841e-5)), (1.19, 1.54e-7, 1463, 1.14e-13, (3.5210e-5, 3.5751e-5))],
+)
+def test_a_finer_band_also_several_targets_off(
+    sigma: float, q: float, steps: int, delta: float, before: tuple[float, float]
+) -> None:
+    """The finer band also where the aimed band misses by up to ten targets (bench/pld_sweep.py, seed 40 at
+    q <= 1e-4): 2.12 % and 1.51 % wide before (the finer band then only within four targets), measured 0.34 % and
+    0.21 % now in under 0.4 s; both certified, so they meet the earlier intervals."""
+    acct = PLDAccountant().step(noise_multiplier=sigma, sampling_probability=q, count=steps)
+    lower, upper = acct.epsilon_bounds(delta)
+    assert 0.0 < lower <= upper and upper - lower <= 0.005 * upper, (lower, upper)
+    assert before[0] <= upper and lower <= before[1]
+
+
 def test_band_and_rare_cells_keep_the_step_mass() -> None:
     """The band's and the rare cells' upper masses and the mass sent to +inf: each a certified upper
     end, so they sum to at least 1, and to at most 1 + 1e-12 (the rounding charged per cell)."""
