@@ -314,6 +314,7 @@ class ComposedPld {
     double low_old = 1.0, high_old = 1.0;  // e^{-R} (1 - suffix error), e^{R} (1 + suffix error)
     double low_new = 0.0, high_new = 0.0;  // e^{-B} (1 - suffix error), e^{-A} (1 + suffix error)
     double dev_low = 0.0, dev_high = 0.0;  // e^{-B} and e^{-A} times sqrt(root high_old)
+    bool sharp = false;                    // whether the second form can beat the first at all
     double low(double s) const;
     double high(double s) const;
   };
