@@ -538,7 +538,7 @@ void bind_pld(py::module_& m) {
         dpacct::pld::exp_double_double(hi, lo, &out_hi, &out_lo);
         return py::make_tuple(out_hi, out_lo);
       },
-      "hi"_a, "lo"_a = 0.0, "Test hook: e^{hi + lo} as a double-double, |hi| <= 600, |lo| <= 1e-10.");
+      "hi"_a, "lo"_a = 0.0, "Test hook: e^{hi + lo} as a double-double, |hi| <= 600, |lo| <= 1e-6.");
   pld.def(
       "log_power_sum",
       [](const Array& mass, const Array& slope_steps) {

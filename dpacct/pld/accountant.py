@@ -2873,10 +2873,13 @@ class PLDAccountant(Accountant):
             finer = _refine(discretization, gap, target)
             if size * discretization / finer > effort:  # the next grid would not fit the effort cap
                 break
-            if gap <= 2.0 * target and _fft_points(size * discretization / finer) >= _LARGEST_GRID:
-                # Within twice the target (1 % at the default accuracy) the largest grids are not worth their
-                # seconds (sigma=7.2, q=5e-8, T=2.9e7, delta=1.3e-5: 0.74 % on 2^21 points, then 0.60 % on 2^22,
-                # 0.84 s more per direction, still above 0.5 %).
+            if (
+                self._relative_accuracy >= _DEFAULT_ACCURACY and gap <= min(2.0 * target, _ISSUE_WIDTH * best_upper)
+                and _fft_points(size * discretization / finer) >= _LARGEST_GRID
+            ):
+                # At the default accuracy an interval within 1 % does not go on to the largest grids: they cost
+                # seconds for little (sigma=7.2, q=5e-8, T=2.9e7, delta=1.3e-5: 0.74 % on 2^21 points, then 0.60 % on
+                # 2^22, 0.84 s more per direction, still above 0.5 %). A stricter accuracy asked for keeps them.
                 break
             if (
                 split and self._probe is None and count * rate <= _SPLIT_BEFORE_HITS
@@ -3044,7 +3047,9 @@ class PLDAccountant(Accountant):
 
 _SPLIT_KINDS = ("gaussian", "laplace", "mixture")
 _SPLIT_MAX_SIGMA = 4.0  # no split composition of Gaussian steps with more noise than this (see _large_noise)
-_LARGEST_GRID = 2**22  # grids this large are refined to only from intervals wider than twice the target
+_LARGEST_GRID = 2**22  # grids this large are refined to at the default accuracy only from intervals ...
+_ISSUE_WIDTH = 0.01  # ... wider than this (relative): the width issue 10 allows
+_DEFAULT_ACCURACY = 0.005  # PLDAccountant's default relative_accuracy
 _SPLIT_MAX_HITS = 100.0  # try the split composition first when T q is at most this
 _SPLIT_MAX_RATE = 1e-4  # ... and q at most this (above it the whole-grid composer is tight and faster)
 _SPLIT_FIRST_RATE = 1e-6  # at or below this rate it goes first; above, only when the whole grid misses its target

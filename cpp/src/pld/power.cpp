@@ -316,9 +316,10 @@ const std::vector<DoubleDouble>& exp_table() {
 
 }  // namespace
 
-// Error (relative, u = 2^-53): k = round((hi + lo) 256 / log 2) and the reduced r = hi + lo - k log(2) / 256
-// in double-double (k log2_hi / 256 and k log2_mid / 256 exact products, k log2_lo / 256 rounded by 1e-46,
-// log 2's three parts within 1e-49 of it; four sums of values below 0.0014 + 1e-10, 3 u^2 of that each):
+// Error (relative, u = 2^-53): k = round(hi 256 / log 2) and the reduced r = hi + lo - k log(2) / 256 in
+// double-double (k log2_hi / 256 and k log2_mid / 256 exact products, k log2_lo / 256 rounded by 1e-46,
+// log 2's three parts within 1e-49 of it; three double-double sums of values below 0.0014 + 1e-6, 3 u^2 of
+// that each, their addends made normalised pairs by TwoSum):
 // r within 1e-34 absolutely, e^r within as much relatively. m = r + r^2 / 2 + p: r^2 / 2 from the exact
 // square of r's high part and the cross term (rounded by u r^2 u); p = r_hi^3 (1/6 + ... + r_hi^4 / 5040)
 // in double, within 5 u of p (|p| <= 4.2e-10: 2.3e-25), truncated below r^8 / 8! (3e-28), r_hi for r
@@ -327,16 +328,20 @@ const std::vector<DoubleDouble>& exp_table() {
 // scaling by 2^e is exact (normal results for |hi| <= 600). In all below 3e-25.
 void exp_double_double(double hi, double lo, double* out_hi, double* out_lo) {
   if (!(std::fabs(hi) <= 600.0)) throw std::invalid_argument("exp_double_double: |hi| must be <= 600");
-  if (!(std::fabs(lo) <= 1e-10)) throw std::invalid_argument("exp_double_double: |lo| must be <= 1e-10");
+  if (!(std::fabs(lo) <= 1e-6)) throw std::invalid_argument("exp_double_double: |lo| must be <= 1e-6");
   const double k = std::nearbyint(hi * (kExpTable / kLog2Hi));
   double p1 = 0.0, e1 = 0.0, p2 = 0.0, e2 = 0.0;
   two_product(k, kLog2Hi / kExpTable, &p1, &e1);
   two_product(k, kLog2Mid / kExpTable, &p2, &e2);
-  DoubleDouble r;
+  // (Each addend a normalised pair, as the sum's error bound asks: lo and -e1, -e2 and k log2_lo / 256 through
+  // TwoSum.)
+  DoubleDouble r, t1, t2;
   two_sum(hi, -p1, &r.hi, &r.lo);
-  r = dd_add(r, {-e1, lo});
+  two_sum(lo, -e1, &t1.hi, &t1.lo);
+  two_sum(-e2, -k * (kLog2Lo / kExpTable), &t2.hi, &t2.lo);
+  r = dd_add(r, t1);
   r = dd_add(r, {-p2, 0.0});
-  r = dd_add(r, {-e2, -k * (kLog2Lo / kExpTable)});
+  r = dd_add(r, t2);
   double sq = 0.0, sq_lo = 0.0;
   two_product(r.hi, r.hi, &sq, &sq_lo);
   const DoubleDouble half_square{0.5 * sq, 0.5 * sq_lo + r.hi * r.lo};
@@ -478,9 +483,12 @@ Tilted tilt_sequence(const std::vector<double>& log_mass, long low, double slope
     while (depth > 0 && deeper + bins[depth - 1] <= allowed) deeper += bins[--depth];
     double excess_sum = 0.0, excess_abs = 0.0, exact_sum = 0.0, exact_error = 0.0;
     std::size_t exact_count = 0;
-    for (std::size_t j = 0; j < n && depth > 0; ++j) {
+    bool inside = true;  // (exp_double_double's domain; outside it the interval stays log(1 -+ r))
+    for (std::size_t j = 0; j < n && depth > 0 && inside; ++j) {
       if (log_mass[j] == kNegInf || logs[j] - t.log_norm < kSmall) continue;
       if (std::floor(t.log_norm - logs[j]) >= static_cast<double>(depth)) continue;
+      inside = std::fabs(ex_hi[j]) <= 600.0 && std::fabs(ex_lo[j]) <= 1e-6;
+      if (!inside) break;
       DoubleDouble x;
       exp_double_double(ex_hi[j], ex_lo[j], &x.hi, &x.lo);
       const double excess = (t.p[j] - x.hi) - x.lo;  // (t.p[j] - x.hi is exact: Sterbenz)
@@ -495,7 +503,7 @@ Tilted tilt_sequence(const std::vector<double>& log_mass, long low, double slope
     const double d_error = exact_error * 1.01 + (count + 2.0) * kU * excess_abs * 1.01 + worst;
     const double z = exact_sum + deeper + small_sum;
     const double z_error = exact_error * 1.01 + worst + (static_cast<double>(n) + 2.0) * kU * z + t.absolute_rounding;
-    if (exact_count > 0 && z - z_error > 0.5 * z) {
+    if (inside && exact_count > 0 && z - z_error > 0.5 * z) {
       const double x = excess_sum / z;
       const double w = (d_error + std::fabs(excess_sum) * z_error / z) / (z - z_error) + 4.0 * kU * std::fabs(x);
       const double margin = 2.0 * kU * (std::fabs(x) + w);

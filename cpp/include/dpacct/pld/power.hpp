@@ -50,7 +50,7 @@ Tilted tilt_sequence(const std::vector<double>& log_mass, long low, double slope
 
 // e^{hi + lo} as an unevaluated sum *out_hi + *out_lo of two doubles (double-double arithmetic: Dekker
 // 1971; Joldes, Muller and Popescu, "Tight and rigorous error bounds for basic building blocks of
-// double-word arithmetic", ACM TOMS 44(2), 2017) for |hi| <= 600 and |lo| <= 1e-10, within
+// double-word arithmetic", ACM TOMS 44(2), 2017) for |hi| <= 600 and |lo| <= 1e-6, within
 // kExpDoubleDoubleError of the exact value (relative): hi + lo = (256 e + j) log(2) / 256 + r, |r| <= 0.0014,
 // e^{hi + lo} = 2^e 2^{j / 256} (1 + m), m = e^r - 1 by its Taylor series (r and r^2 / 2 in double-double,
 // the terms r^3 / 6 ... r^7 / 5040 in double), and 2^{j / 256} from a table built once by a slower
