@@ -346,8 +346,9 @@ def test_few_hits_delta_query_refines_the_one_rare_band_to_the_target() -> None:
 
 
 def test_large_noise_long_runs_take_the_whole_grid() -> None:
-    """Above sigma = 4 the split composition separates nothing (a hit's losses stay within a few q of the spike's)
-    and its lower bounds lag the whole grid's: not used there (``_large_noise``). sigma=7.905, q=1.22e-8, T=2.56e7,
+    """At sigma in (4, 10] the split composition separates nothing (a hit's losses stay within a few q of the spike's)
+    and its lower bounds lag the whole grid's: not used there (``_large_noise``; beyond sigma = 10 the sum test and
+    the split composition's upper bound serve, test_pld_sum_test.py). sigma=7.905, q=1.22e-8, T=2.56e7,
     delta(1.27925e-5): 2.0 % wide (the entries' rounding charged (1 + 4u)^T), then 0.67 % with the split passes
     first, now 0.45 %. An Edgeworth expansion from mpmath cumulants (third order; at 0.3 expected hits every
     step's loss is O(q), so the composed loss is near normal) gives 1.69330e-7, and the grids' upper bounds

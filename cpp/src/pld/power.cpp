@@ -344,7 +344,8 @@ void exp_double_double(double hi, double lo, double* out_hi, double* out_lo) {
   r = dd_add(r, t2);
   double sq = 0.0, sq_lo = 0.0;
   two_product(r.hi, r.hi, &sq, &sq_lo);
-  const DoubleDouble half_square{0.5 * sq, 0.5 * sq_lo + r.hi * r.lo};
+  DoubleDouble half_square;  // (a normalised pair: the cross term can exceed half an ulp of the square)
+  fast_two_sum(0.5 * sq, 0.5 * sq_lo + r.hi * r.lo, &half_square.hi, &half_square.lo);
   const double x = r.hi;
   const double p = x * x * x * (1.0 / 6 + x * (1.0 / 24 + x * (1.0 / 120 + x * (1.0 / 720 + x * (1.0 / 5040)))));
   DoubleDouble m = dd_add(r, half_square);
