@@ -476,10 +476,10 @@ ComposedPld::ComposedPld(const std::vector<std::pair<const StepPmf*, double>>& g
 // <= e^{sum V_t} - 1 = W (the steps are independent under pi; V_t = Var_pi(h) <= spread^2), so by
 // Cauchy-Schwarz, with E_pi[f^2] <= E_pi[f] = S / prod Z_t,
 //   |S~ - prod rho_t Z_t E_pi[f]| <= sqrt(prod_t M_t rho_t S W),
-// and S = prod rho_t^{-1} (S~ -+ that). tilt_sequence computes log rho_t to about 1e-26
-// (Tilted::log_mean_low) where asked: the factor then costs T 1e-26 and the deviation sqrt(T) spread
-// of the scale, 5e-12 at T = 2.6e7, against the 1.2e-8 of the factor. S itself, under the root, is
-// bounded by the factor form.
+// and S = prod rho_t^{-1} (S~ -+ that). tilt_sequence computes log rho_t to within 1e-14 / T (the entries
+// too small to take exactly counted at their worst) plus ~1e-23 (Tilted::log_mean_low) where asked: the
+// factor then costs ~1e-14 and the deviation sqrt(T) spread of the scale, 5e-12 at T = 2.6e7, against the
+// 1.2e-8 of the factor. S itself, under the root, is bounded by the factor form.
 void ComposedPld::test_terms(double entry_p, double entry_q, double log_rounding,
                              const std::vector<const Tilted*>& seq_p, const std::vector<const Tilted*>& seq_q,
                              const std::vector<double>& counts, SumBounds* p, SumBounds* q) const {

@@ -395,7 +395,7 @@ Tilted tilt_sequence(const std::vector<double>& log_mass, long low, double slope
   // -1e4 had set the relative rounding of every entry: at sigma=8.39, q=2.5e-8, T=25 it came
   // to 1.3e-10, which the lower bound of delta(0) lost 2 % to.
   constexpr double kSmall = -50.0;
-  double largest = 0.0, absolute = 0.0;
+  double largest = 0.0, absolute = 0.0, total = 0.0;  // (total: the entries' sum, for log_total)
   // For the mean rounding (Tilted::log_mean_low): each large entry's exponent r_hi + lo and size S,
   // and the large entries' mass by depth below the total (unit bins of log), the small entries' mass.
   const bool precise = mean_count > 0.0 && n > 0;
@@ -441,6 +441,7 @@ Tilted tilt_sequence(const std::vector<double>& log_mass, long low, double slope
     const double e = std::exp(r_hi);
     t.p[j] = e + e * lo;
     l2 += t.p[j] * t.p[j];
+    total += t.p[j];
     const double kd = static_cast<double>(low + static_cast<long>(j)) * d;
     const double own = std::fabs(log_mass[j]) + std::fabs(added(j)) + std::fabs(slope * kd);
     if (logs[j] - t.log_norm >= kSmall) {
@@ -465,8 +466,6 @@ Tilted tilt_sequence(const std::vector<double>& log_mass, long low, double slope
   t.log_mean_low = std::log1p(-r) * (1.0 + 4.0 * kU);
   t.log_mean_high = std::log1p(r) * (1.0 + 4.0 * kU);
   t.spread = 2.0 * r / (1.0 - r) * (1.0 + 8.0 * kU);
-  double total = 0.0;
-  for (std::size_t j = 0; j < n; ++j) total += t.p[j];
   const double total_up = total * (1.0 + static_cast<double>(n + 2) * kU) + t.absolute_rounding;
   t.log_total = std::log(total_up) + 4.0 * kU * (1.0 + std::fabs(std::log(total_up)));
   if (precise) {

@@ -28,9 +28,9 @@ struct Tilted {
   // The entries' mean rounding: with p_j the exact entries (the smaller ones taken as exact, their error
   // being absolute_rounding) and p~_j the computed ones, log rho for rho = sum p~_j / sum p_j lies in
   // [log_mean_low, log_mean_high], and |p~_j / (rho p_j) - 1| <= spread for every j. Without a precise
-  // mean (tilt_sequence's `mean`) the interval is [log(1 - r), log(1 + r)], r = max_rounding: the
-  // composer's charge for T steps is then T r; with it, T times the interval's width (~1e-25) and a
-  // deviation of order sqrt(T) spread (compose.cpp, ComposedPld's label charges).
+  // mean (tilt_sequence's mean_count) the interval is [log(1 - r), log(1 + r)], r = max_rounding: the
+  // composer's charge for T steps is then T r; with it, T times the interval's width (at most 1e-14 / T +
+  // ~1e-23) and a deviation of order sqrt(T) spread (compose.cpp, ComposedPld's label charges).
   double log_mean_low = 0.0, log_mean_high = 0.0;
   double spread = 0.0;
   double log_total = 0.0;     // log sum_j p~_j, rounded up
@@ -43,7 +43,7 @@ struct Tilted {
 // exactly like the rest of the exponent (the shared labels' P~ = Q~ e^{own}, step.hpp).
 // With mean_count > 0 (the number of times the composer takes the sequence), the entries' mean rounding
 // (Tilted::log_mean_low) is computed from double-double values of the exact entries (exp_double_double,
-// ~40 ns each), over the largest entries until the others' mass is below 1e-14 / (mean_count r): those
+// ~46 ns each), over the largest entries until the others' mass is below 1e-14 / (mean_count r): those
 // count at their worst, r each, which costs at most 1e-14 in the composed factor.
 Tilted tilt_sequence(const std::vector<double>& log_mass, long low, double slope, double d,
                      const std::vector<double>* extra = nullptr, double mean_count = 0.0);
