@@ -55,7 +55,7 @@ Tilted tilt_sequence(const std::vector<double>& log_mass, long low, double slope
 // e^{hi + lo} = 2^e 2^{j / 256} (1 + m), m = e^r - 1 by its Taylor series (r and r^2 / 2 in double-double,
 // the terms r^3 / 6 ... r^7 / 5040 in double), and 2^{j / 256} from a table built once by a slower
 // double-double exponential (its own error below 2e-30).
-constexpr double kExpDoubleDoubleError = 1e-23;  // the analysis gives 5e-25 (power.cpp)
+constexpr double kExpDoubleDoubleError = 1e-23;  // the analysis gives 3e-25 (power.cpp)
 void exp_double_double(double hi, double lo, double* out_hi, double* out_lo);
 
 // Chernoff window of a sum of independent steps (tilted PMFs): the losses
