@@ -306,6 +306,63 @@ def test_delta_query_retilts_the_searchs_best_grid_at_the_measured_slope(monkeyp
     assert max(tilts) > 1e4  # the re-tilted grid (the search's own stayed below 7000)
 
 
+def _no_search(self: PLDAccountant, *args: Any, **kwargs: Any) -> Any:
+    raise AssertionError("the epsilon search ran")
+
+
+def test_delta_query_far_below_its_guide_answers_from_a_first_grid_within_one_percent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """sigma=7.1, q=7.85e-5, T=1.06e7, delta(0.1198) ~ 4.8e-6 (bench/pld_sweep.py --delta --seed 41): the guide's
+    delta is more than 100x the first grid's upper bound, and that grid is 0.50 % wide. At the default accuracy an
+    interval within twice the target and 1 % answers there: the epsilon search (0.99 s on this machine for 0.36 %,
+    against 0.22 s) must not run. Both answers are certified, so they must overlap: the search's, from the code
+    before this rule, was [4.80016e-6, 4.81750e-6]. A stricter accuracy still searches (its target is not met)."""
+    acct = PLDAccountant().step(noise_multiplier=7.1, sampling_probability=7.85e-05, count=10642097)
+    with monkeypatch.context() as patch:
+        patch.setattr(PLDAccountant, "_delta_by_epsilon_search", _no_search)
+        lower, upper = acct.delta_bounds(0.1198)
+    assert 0.0 < lower <= upper <= 1.01 * lower
+    assert lower <= 4.8174951239886656e-06 and 4.8001611129854896e-06 <= upper
+    strict = PLDAccountant(relative_accuracy=0.002).step(noise_multiplier=7.1, sampling_probability=7.85e-05,
+                                                          count=10642097)
+    searched: list[float] = []
+    search = PLDAccountant._delta_by_epsilon_search
+
+    def spy(self: PLDAccountant, groups: Any, direction: str, epsilon: float, *args: Any) -> Any:
+        searched.append(epsilon)
+        return search(self, groups, direction, epsilon, *args)
+
+    monkeypatch.setattr(PLDAccountant, "_delta_by_epsilon_search", spy)
+    strict_lower, strict_upper = strict.delta_bounds(0.1198)
+    assert searched and strict_lower <= upper and lower <= strict_upper
+
+
+def test_delta_query_far_below_its_guide_retilts_its_first_grid(monkeypatch: pytest.MonkeyPatch) -> None:
+    """sigma=2.34, q=3.58e-8, T=2.24e6, delta(1.19e-4) ~ 1.6e-12 (bench/pld_sweep.py --delta --seed 21): the guide's
+    delta, 7e-6, set the first grid's tilt strength to 1/2 (_tilt), and that grid is 1.6 % wide. The same grid at the
+    strength for the delta it found (3/4 of the guide's slope) is 0.66 % wide, and answers without the epsilon
+    search (which took the query to 0.54 % in 4.2 s, against 1.7 s). The retilted composition must be built at
+    that tilt, and its interval overlap the search's from the code before, [1.59024e-12, 1.59888e-12]."""
+    acct = PLDAccountant().step(noise_multiplier=2.34, sampling_probability=3.58e-08, count=2238763)
+    guide = acct._guide_delta(acct._groups(), "remove", 1.19e-4)
+    tilts: list[float] = []
+    composed = PLDAccountant._composed
+
+    def spy(self: PLDAccountant, groups: Any, direction: str, *args: Any, **kwargs: Any) -> Any:
+        tilts.append(float(kwargs["tilt"]) if "tilt" in kwargs else float(args[1]))
+        return composed(self, groups, direction, *args, **kwargs)
+
+    monkeypatch.setattr(PLDAccountant, "_composed", spy)
+    monkeypatch.setattr(PLDAccountant, "_delta_by_epsilon_search", _no_search)
+    lower, upper = acct.delta_bounds(1.19e-4)
+    assert 0.0 < lower <= upper <= 1.01 * lower
+    assert lower <= 1.59888019347076e-12 and 1.5902436388441802e-12 <= upper
+    assert tilts[0] == pytest.approx(0.5 * guide.slope)
+    assert tilts[1] == pytest.approx(acct._tilt(guide.slope, upper), rel=0.05)
+    assert tilts[1] > 1.4 * tilts[0]
+
+
 def test_second_direction_is_settled_against_the_first_interval(monkeypatch: pytest.MonkeyPatch) -> None:
     """Where the first direction's interval is within twice the target, the second needs only to show its upper
     bound is no higher: the answer, the maximum over both, is then the first's interval, whatever the second's
