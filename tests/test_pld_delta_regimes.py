@@ -287,23 +287,29 @@ def test_tiny_rate_delta_query_search_aimed_at_the_measured_slope() -> None:
     assert 0.0 < lower <= upper <= 1.01 * lower
 
 
+def _record_grids(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, float]]:
+    """(direction, tilt) of every whole-grid composition a query asks for (``PLDAccountant._composed``), in order."""
+    grids: list[tuple[str, float]] = []
+    composed = PLDAccountant._composed
+
+    def spy(self: PLDAccountant, groups: Any, direction: str, *args: Any, **kwargs: Any) -> Any:
+        grids.append((direction, float(kwargs["tilt"]) if "tilt" in kwargs else float(args[1])))
+        return composed(self, groups, direction, *args, **kwargs)
+
+    monkeypatch.setattr(PLDAccountant, "_composed", spy)
+    return grids
+
+
 def test_delta_query_retilts_the_searchs_best_grid_at_the_measured_slope(monkeypatch: pytest.MonkeyPatch) -> None:
     """sigma=1.72, q=8.44e-8, T=4.1e7, delta(0.0015902) ~ 1.37e-10 (bench/pld_sweep.py --delta --seed 21): the search
     aimed at the guide's slope (9231) and tilted its grids for it, while its best grid measures 14600; that grid once
     more at the measured slope's tilt takes the interval from 1.51 % to 0.96 % (measured), for one more composition.
     The composition at the higher tilt must be built, and the interval come within 1.2 %."""
     acct = PLDAccountant().step(noise_multiplier=1.72, sampling_probability=8.44e-08, count=41277457)
-    tilts: list[float] = []
-    composed = PLDAccountant._composed
-
-    def spy(self: PLDAccountant, groups: Any, direction: str, *args: Any, **kwargs: Any) -> Any:
-        tilts.append(float(kwargs["tilt"]) if "tilt" in kwargs else float(args[1]))
-        return composed(self, groups, direction, *args, **kwargs)
-
-    monkeypatch.setattr(PLDAccountant, "_composed", spy)
+    grids = _record_grids(monkeypatch)
     lower, upper = acct.delta_bounds(0.0015902)
     assert 0.0 < lower <= upper <= 1.012 * lower
-    assert max(tilts) > 1e4  # the re-tilted grid (the search's own stayed below 7000)
+    assert max(tilt for _, tilt in grids) > 1e4  # the re-tilted grid (the search's own stayed below 7000)
 
 
 def _no_search(self: PLDAccountant, *args: Any, **kwargs: Any) -> Any:
@@ -346,21 +352,29 @@ def test_delta_query_far_below_its_guide_retilts_its_first_grid(monkeypatch: pyt
     that tilt, and its interval overlap the search's from the code before, [1.59024e-12, 1.59888e-12]."""
     acct = PLDAccountant().step(noise_multiplier=2.34, sampling_probability=3.58e-08, count=2238763)
     guide = acct._guide_delta(acct._groups(), "remove", 1.19e-4)
-    tilts: list[float] = []
-    composed = PLDAccountant._composed
-
-    def spy(self: PLDAccountant, groups: Any, direction: str, *args: Any, **kwargs: Any) -> Any:
-        tilts.append(float(kwargs["tilt"]) if "tilt" in kwargs else float(args[1]))
-        return composed(self, groups, direction, *args, **kwargs)
-
-    monkeypatch.setattr(PLDAccountant, "_composed", spy)
+    grids = _record_grids(monkeypatch)
     monkeypatch.setattr(PLDAccountant, "_delta_by_epsilon_search", _no_search)
     lower, upper = acct.delta_bounds(1.19e-4)
     assert 0.0 < lower <= upper <= 1.01 * lower
     assert lower <= 1.59888019347076e-12 and 1.5902436388441802e-12 <= upper
-    assert tilts[0] == pytest.approx(0.5 * guide.slope)
-    assert tilts[1] == pytest.approx(acct._tilt(guide.slope, upper), rel=0.05)
-    assert tilts[1] > 1.4 * tilts[0]
+    (_, first), (_, again) = grids[:2]
+    assert first == pytest.approx(0.5 * guide.slope)
+    assert again == pytest.approx(acct._tilt(guide.slope, float(upper)), rel=0.05)
+    assert again > 1.4 * first
+
+
+def test_delta_query_far_below_its_guide_leaves_many_hits_to_the_split_passes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """sigma=0.7, q=1e-5, T=2e7, delta(1.13) ~ 1.0e-13 (bench/pld_regimes.py), 200 expected hits: the first grid's
+    upper bound (1.5e-10) is far below the guide's delta too, but the split passes that follow answer it (0.19 %);
+    a retilted whole grid before them cost 0.45 s and, aimed from its slope, they came out at 0.33 %. The remove
+    direction must build one whole grid only, and the interval hold the earlier [1.00372e-13, 1.00564e-13] within
+    the 0.5 % target."""
+    acct = PLDAccountant().step(noise_multiplier=0.7, sampling_probability=1e-05, count=20000000)
+    grids = _record_grids(monkeypatch)
+    lower, upper = acct.delta_bounds(1.13)
+    assert [direction for direction, _ in grids].count("remove") == 1
+    assert 0.0 < lower <= upper <= 1.005 * lower
+    assert lower <= 1.0056426668218489e-13 and 1.003716386343362e-13 <= upper
 
 
 def test_second_direction_is_settled_against_the_first_interval(monkeypatch: pytest.MonkeyPatch) -> None:

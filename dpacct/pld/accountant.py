@@ -2374,7 +2374,9 @@ class PLDAccountant(Accountant):
                 if default and best_upper - best_lower <= close:
                     return best_lower, best_upper
                 retilt = self._tilt(guide.slope, best_upper)
-                if retilt > 1.25 * tilt:
+                # (Not where the split passes below go next: they answer better, and aimed from this grid's slope
+                # they did worse: sigma=0.7, q=1e-5, T=2e7, delta(1.13), 0.19 % -> 0.33 %, 2.9 -> 3.4 s.)
+                if retilt > 1.25 * tilt and not split_kinds:
                     again = self._composed(groups, direction, discretization, retilt, cut, thorough=tiny)
                     lo, up = (float(x[0]) for x in again.delta_bounds(np.array([epsilon])))
                     best_lower, best_upper = max(best_lower, lo), min(best_upper, up)
