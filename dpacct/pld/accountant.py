@@ -2358,7 +2358,7 @@ class PLDAccountant(Accountant):
             slope = guide.slope if measured is None else measured
             if composed is not alone and 0.0 < best_upper < _GUIDE_FAR_OFF * guide.value:
                 # The guide's delta was far off (at tiny rates its Chernoff bound is ruled by the rare large losses:
-                # sigma=2.34, q=3.6e-8, T=2.2e6, delta(1.19e-4) ~ 1.65e-12, guide 7.2e-6), and with it the tilt's
+                # sigma=2.34, q=3.6e-8, T=2.2e6, delta(1.188e-4) ~ 1.65e-12, guide 7.2e-6), and with it the tilt's
                 # strength (_tilt), which this grid took for a delta of 7e-6: the tests it compares sit far below
                 # its tilted mass, and round-off keeps the interval wide, 1.6 % there. The search below then
                 # costs seconds: 3.8 s for 0.54 %. Where this grid is already within twice the target and 1 % (the
@@ -2366,9 +2366,9 @@ class PLDAccountant(Accountant):
                 # before 2^22 points); else the grid once more at the strength for the delta it found, whose
                 # slope is the guide's (the slopes measured on the grids can be far off at tiny q, see the
                 # search) and whose strength is at most twice the first: sigma=2.34 above, 0.66 % in 1.5 s.
-                # (Measured side by side on the 18 heavy delta queries this touches of the delta sweeps' seeds 10
-                # and 21: 71.2 -> 57.0 CPU s; sigma=1.19, q=5.7e-8, T=4.8e7, delta(0.00242), 2.09 % -> 0.72 %,
-                # the search aimed from the narrower interval; five of them wider, within 1 %, each faster.)
+                # (Side by side on the 113 heavy delta queries of the delta sweeps' seeds 10, 21, 40 and 41:
+                # 225 -> 205 CPU s; sigma=1.19, q=5.7e-8, T=4.8e7, delta(0.00242), 2.09 % -> 0.72 %, the search
+                # aimed from the narrower interval. Over the sweeps' 410 queries 30 came out wider, all within 1 %.)
                 close = min(2.0 * self._relative_accuracy, _ISSUE_WIDTH) * best_upper
                 default = self._relative_accuracy >= _DEFAULT_ACCURACY
                 if default and best_upper - best_lower <= close:
@@ -2377,6 +2377,7 @@ class PLDAccountant(Accountant):
                 # (Not where the split passes below go next: they answer better, and aimed from this grid's slope
                 # they did worse: sigma=0.7, q=1e-5, T=2e7, delta(1.13), 0.19 % -> 0.33 %, 2.9 -> 3.4 s.)
                 if retilt > 1.25 * tilt and not split_kinds:
+                    composed = None  # (not kept while the next one is built: up to 235 MB each at 2^22 points)
                     again = self._composed(groups, direction, discretization, retilt, cut, thorough=tiny)
                     lo, up = (float(x[0]) for x in again.delta_bounds(np.array([epsilon])))
                     best_lower, best_upper = max(best_lower, lo), min(best_upper, up)
