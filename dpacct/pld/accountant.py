@@ -2369,9 +2369,7 @@ class PLDAccountant(Accountant):
                 # (Side by side on the 113 heavy delta queries of the delta sweeps' seeds 10, 21, 40 and 41:
                 # 225 -> 205 CPU s; sigma=1.19, q=5.7e-8, T=4.8e7, delta(0.00242), 2.09 % -> 0.72 %, the search
                 # aimed from the narrower interval. Over the sweeps' 410 queries 30 came out wider, all within 1 %.)
-                close = min(2.0 * self._relative_accuracy, _ISSUE_WIDTH) * best_upper
-                default = self._relative_accuracy >= _DEFAULT_ACCURACY
-                if default and best_upper - best_lower <= close:
+                if self._near_enough(best_lower, best_upper):
                     return best_lower, best_upper
                 retilt = self._tilt(guide.slope, best_upper)
                 # (Not where the split passes below go next: they answer better, and aimed from this grid's slope
@@ -2382,7 +2380,7 @@ class PLDAccountant(Accountant):
                     lo, up = (float(x[0]) for x in again.delta_bounds(np.array([epsilon])))
                     best_lower, best_upper = max(best_lower, lo), min(best_upper, up)
                     met = best_upper - best_lower <= self._relative_accuracy * best_upper
-                    if met or best_upper <= irrelevant_below or (default and best_upper - best_lower <= close):
+                    if met or best_upper <= irrelevant_below or self._near_enough(best_lower, best_upper):
                         return best_lower, best_upper
                     again_slope = _measured_slope(again, epsilon, up, step)
                     if again_slope is not None:
@@ -2690,6 +2688,14 @@ class PLDAccountant(Accountant):
             return None
         return float(spec.parameters[0]), float(spec.sampling_probability)
 
+    def _near_enough(self, lower: float, upper: float) -> bool:
+        """Whether ``[lower, upper]`` is within twice the target and within _ISSUE_WIDTH (the width issue 10 allows),
+        at the default accuracy only: where the next step would cost seconds (a grid of 2^22 points, an epsilon
+        search), such an interval answers. A stricter ``relative_accuracy`` asked for is always met."""
+        if self._relative_accuracy < _DEFAULT_ACCURACY or not math.isfinite(upper):
+            return False
+        return upper - lower <= min(2.0 * self._relative_accuracy, _ISSUE_WIDTH) * upper
+
     def _settled_below(self, lower: float, upper: float) -> float:
         """Below what the next direction's upper bound cannot change the answer, given the directions
         done so far: their lower bound, or their upper bound where their interval is within twice the
@@ -2905,10 +2911,8 @@ class PLDAccountant(Accountant):
             finer = _refine(discretization, gap, target)
             if size * discretization / finer > effort:  # the next grid would not fit the effort cap
                 break
-            if (
-                self._relative_accuracy >= _DEFAULT_ACCURACY and gap <= min(2.0 * target, _ISSUE_WIDTH * best_upper)
-                and _fft_points(size * discretization / finer) >= _LARGEST_GRID
-            ):
+            largest = _fft_points(size * discretization / finer) >= _LARGEST_GRID
+            if largest and self._near_enough(best_lower, best_upper):
                 # At the default accuracy an interval within 1 % does not go on to the largest grids: they cost
                 # seconds for little (sigma=7.2, q=5e-8, T=2.9e7, delta=1.3e-5: 0.74 % on 2^21 points, then 0.60 % on
                 # 2^22, 0.84 s more per direction, still above 0.5 %). A stricter accuracy asked for keeps them.
